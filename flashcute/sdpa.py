@@ -1,0 +1,111 @@
+"""A drop-in for torch.nn.functional.scaled_dot_product_attention served by flashcute's kernel.
+
+`sdpa` takes torch's arguments on (b, h, s, d) tensors (or (h, s, d)) and means exactly what torch means.
+When flashcute can serve the call it runs `torch.ops.flashcute.fwd` on (b, s, h, d) transpose views of the
+inputs — no copies — with torch's top-left causal alignment, and returns the (b, h, s, d) view of the op's
+contiguous (b, s, h, d) output, as FlashAttention does. Any other call goes to torch's own SDPA, with a
+warning, once per reason, that says why.
+"""
+
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+SERVED_DTYPES = (torch.float16, torch.bfloat16)
+MAX_HEAD_DIM = 256
+
+FALLBACK = "flashcute.sdpa falls back to torch SDPA"
+
+_warned = set()
+
+
+def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """torch.nn.functional.scaled_dot_product_attention, on flashcute's kernel where it can serve the call."""
+    reason = unserved_reason(query, key, value, attn_mask, dropout_p, enable_gqa)
+    fwd = _flashcute_fwd() if reason is None else None
+    if fwd is None:
+        reason = reason or _unavailable
+        warn_fallback_once(FALLBACK, reason)
+        return F.scaled_dot_product_attention(
+            query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+            enable_gqa=enable_gqa,
+        )
+    # (h, s, d) is one batch of heads; unsqueeze is a view.
+    batched = query.dim() == 4
+    if not batched:
+        query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
+    out, _ = fwd(
+        query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
+        softmax_scale=scale, causal=is_causal, causal_top_left=True,
+    )
+    out = out.transpose(1, 2)
+    return out if batched else out.squeeze(0)
+
+
+def unserved_reason(query, key, value, attn_mask=None, dropout_p=0.0, enable_gqa=False):
+    """Why flashcute's kernel cannot serve this SDPA call, or None when it can. The device is checked last,
+    so every other reason reads the same on CPU tensors."""
+    tensors = (query, key, value)
+    if attn_mask is not None:
+        return "attn_mask is given (flashcute has no arbitrary masks; is_causal is served)"
+    if dropout_p > 0.0:
+        return "dropout_p > 0 (flashcute has no dropout)"
+    if query.dim() not in (3, 4) or key.dim() != query.dim() or value.dim() != query.dim():
+        return "the inputs are not all 4-D (b, h, s, d) or all 3-D (h, s, d)"
+    if query.dtype not in SERVED_DTYPES:
+        return f"dtype {query.dtype} (flashcute serves float16 and bfloat16)"
+    if key.dtype != query.dtype or value.dtype != query.dtype:
+        return "query, key and value dtypes differ"
+    head_dim = query.size(-1)
+    if key.size(-1) != head_dim or value.size(-1) != head_dim:
+        return "query, key and value head dims differ"
+    if head_dim % 8 != 0 or head_dim > MAX_HEAD_DIM:
+        return f"head dim {head_dim} (flashcute serves multiples of 8 up to {MAX_HEAD_DIM})"
+    if key.shape != value.shape:
+        return "key and value shapes differ"
+    if query.shape[:-3] != key.shape[:-3]:
+        return "query and key batch sizes differ (torch broadcasts them)"
+    heads_q, heads_kv = query.size(-3), key.size(-3)
+    if heads_q != heads_kv:
+        if not enable_gqa:
+            return "query and key head counts differ and enable_gqa=False (torch broadcasts or rejects them)"
+        if heads_q % heads_kv != 0:
+            return f"{heads_q} query heads are not a multiple of {heads_kv} key/value heads"
+    if any(t.stride(-1) != 1 for t in tensors):
+        return "an input's last dimension is not contiguous"
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return "an input requires grad and flashcute has no backward yet"
+    if not all(t.is_cuda for t in tensors):
+        return "the inputs are not all CUDA tensors"
+    if len({t.device for t in tensors}) != 1:
+        return "the inputs are on different devices"
+    return None
+
+
+def warn_fallback_once(what, reason):
+    """Warn `what: reason` the first time this pair happens, so a model's every layer doesn't repeat it."""
+    if (what, reason) in _warned:
+        return
+    _warned.add((what, reason))
+    warnings.warn(f"{what}: {reason}", stacklevel=3)
+
+
+_fwd_op = None
+_unavailable = None
+
+
+def _flashcute_fwd():
+    """torch.ops.flashcute.fwd, loading (on first use building) the extension once; None, with the reason
+    kept in _unavailable, where flashcute's kernels cannot run here."""
+    global _fwd_op, _unavailable
+    if _fwd_op is None and _unavailable is None:
+        from flashcute._build import FlashcuteUnavailable
+        from flashcute.interface import load_extension
+
+        try:
+            load_extension()
+            _fwd_op = torch.ops.flashcute.fwd
+        except FlashcuteUnavailable as error:
+            _unavailable = f"flashcute's kernels are unavailable here: {error}"
+    return _fwd_op
