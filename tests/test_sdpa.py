@@ -1,0 +1,322 @@
+"""flashcute.sdpa against torch.nn.functional.scaled_dot_product_attention.
+
+CPU: the routing itself — every fallback reason, its one-time warning and torch's own result (or torch's own
+error); and the glue to the op (transpose views, top-left causal, GQA, scale, (h, s, d) inputs) through a
+float64 stand-in for torch.ops.flashcute.fwd. GPU: the real kernel over an argument grid, within 2x torch's
+own low-precision error of a float64 reference, with no copies and no call to torch's SDPA; and every
+fallback again on CUDA tensors.
+"""
+
+import importlib
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import requires_cuda
+from reference import attention_ref
+
+sdpa_module = importlib.import_module("flashcute.sdpa")
+sdpa = sdpa_module.sdpa
+TORCH_SDPA = F.scaled_dot_product_attention
+
+
+@pytest.fixture(autouse=True)
+def fresh_warnings():
+    """Each test sees the first occurrence of every fallback reason."""
+    sdpa_module._warned.clear()
+    yield
+    sdpa_module._warned.clear()
+
+
+def random_bhsd(batch, heads, seqlen, head_dim, dtype, device, generator):
+    return torch.randn(batch, heads, seqlen, head_dim, dtype=dtype, device=device, generator=generator)
+
+
+def call_both(args, kwargs, seed=0):
+    """(torch's result or exception, flashcute.sdpa's result or exception, fallback warnings raised)."""
+
+    def outcome(function):
+        torch.manual_seed(seed)  # dropout draws the same mask in both
+        try:
+            return function(*args, **kwargs)
+        except Exception as error:  # torch's own errors are part of the semantics mirrored
+            return error
+
+    expected = outcome(TORCH_SDPA)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = outcome(sdpa)
+    fallbacks = [str(w.message) for w in caught if str(w.message).startswith(sdpa_module.FALLBACK)]
+    return expected, got, fallbacks
+
+
+def assert_same_outcome(expected, got):
+    if isinstance(expected, Exception):
+        assert type(got) is type(expected) and str(got) == str(expected)
+    else:
+        assert isinstance(got, torch.Tensor), got
+        assert torch.equal(got, expected)
+
+
+def fallback_cases(device):
+    """(name, args, kwargs, expected reason) for every argument flashcute does not serve."""
+    generator = torch.Generator(device=device).manual_seed(1)
+
+    def qkv(heads_q=4, heads_kv=4, head_dim=64, dtype=torch.float16, sq=33, sk=47, batch=2):
+        return (
+            random_bhsd(batch, heads_q, sq, head_dim, dtype, device, generator),
+            random_bhsd(batch, heads_kv, sk, head_dim, dtype, device, generator),
+            random_bhsd(batch, heads_kv, sk, head_dim, dtype, device, generator),
+        )
+
+    q, k, v = qkv()
+    bool_mask = torch.rand(33, 47, device=device, generator=generator) > 0.3
+    strided_q = random_bhsd(2, 4, 33, 128, torch.float16, device, generator)[..., ::2]
+    value_wide = random_bhsd(2, 4, 47, 128, torch.float16, device, generator)
+    q5 = torch.randn(2, 3, 4, 33, 64, dtype=torch.float16, device=device, generator=generator)
+    return [
+        ("mask", (q, k, v), {"attn_mask": bool_mask}, "attn_mask is given"),
+        ("mask_and_causal", (q, k, v), {"attn_mask": bool_mask, "is_causal": True}, "attn_mask is given"),
+        ("dropout", (q, k, v), {"dropout_p": 0.25}, "dropout_p > 0"),
+        ("float32", qkv(dtype=torch.float32), {"is_causal": True}, "dtype torch.float32"),
+        ("float64", qkv(dtype=torch.float64), {}, "dtype torch.float64"),
+        ("mixed_dtypes", (q, k.bfloat16(), v), {}, "dtypes differ"),
+        ("head_dim_20", qkv(head_dim=20), {}, "head dim 20"),
+        ("head_dim_264", qkv(head_dim=264), {}, "head dim 264"),
+        ("value_head_dim", (q, k, value_wide), {}, "head dims differ"),
+        ("rank_5", (q5, q5, q5), {}, "not all 4-D"),
+        ("rank_mixed", (q, k[0], v[0]), {}, "not all 4-D"),
+        ("batch_broadcast", (q, k[:1], v[:1]), {}, "batch sizes differ"),
+        ("heads_broadcast", qkv(heads_kv=1), {}, "enable_gqa=False"),
+        ("heads_mismatch", qkv(heads_kv=2), {}, "enable_gqa=False"),
+        ("gqa_indivisible", qkv(heads_q=6, heads_kv=4), {"enable_gqa": True}, "not a multiple of 4"),
+        ("last_dim_strided", (strided_q, k, v), {}, "last dimension is not contiguous"),
+    ]
+
+
+FALLBACK_NAMES = [case[0] for case in fallback_cases("cpu")]
+
+
+def check_fallback(name, device):
+    (case,) = [case for case in fallback_cases(device) if case[0] == name]
+    _, args, kwargs, reason = case
+    expected, got, fallbacks = call_both(args, kwargs)
+    assert_same_outcome(expected, got)
+    assert len(fallbacks) == 1 and reason in fallbacks[0], fallbacks
+    _, again, fallbacks_again = call_both(args, kwargs)
+    assert_same_outcome(expected, again)
+    assert fallbacks_again == []  # once per reason
+
+
+# ---------------------------------------------------------------- CPU: the routing
+
+
+@pytest.mark.parametrize("name", FALLBACK_NAMES)
+def test_fallback_reason_cpu(name):
+    check_fallback(name, "cpu")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_cpu_tensors_fall_back_with_one_warning(dtype):
+    generator = torch.Generator().manual_seed(2)
+    q, k, v = (random_bhsd(2, 4, s, 64, dtype, "cpu", generator) for s in (9, 13, 13))
+    expected, got, fallbacks = call_both((q, k, v), {"is_causal": True})
+    assert_same_outcome(expected, got)
+    assert fallbacks == [f"{sdpa_module.FALLBACK}: the inputs are not all CUDA tensors"]
+    _, _, fallbacks_again = call_both((q, k, v), {"is_causal": True})
+    assert fallbacks_again == []
+
+
+def test_requires_grad_falls_back_only_with_grad_mode():
+    generator = torch.Generator().manual_seed(3)
+    q, k, v = (random_bhsd(1, 2, 8, 64, torch.float16, "cpu", generator).requires_grad_() for _ in range(3))
+    assert "requires grad" in sdpa_module.unserved_reason(q, k, v)
+    with torch.no_grad():
+        assert "CUDA" in sdpa_module.unserved_reason(q, k, v)
+    out = sdpa(q.float(), k.float(), v.float())  # the fallback keeps autograd working
+    out.sum().backward()
+    assert q.grad is not None and torch.isfinite(q.grad).all()
+
+
+def test_served_arguments_have_no_reason_but_the_device():
+    generator = torch.Generator().manual_seed(4)
+    q = random_bhsd(2, 8, 5, 128, torch.bfloat16, "cpu", generator)
+    k = random_bhsd(2, 2, 7, 128, torch.bfloat16, "cpu", generator)
+    assert sdpa_module.unserved_reason(q, k, k, enable_gqa=True) == "the inputs are not all CUDA tensors"
+    assert sdpa_module.unserved_reason(q[0], k[0], k[0], enable_gqa=True) == "the inputs are not all CUDA tensors"
+    packed = torch.randn(2, 5, 3, 8, 64, dtype=torch.float16).unbind(2)  # slices of a packed qkv
+    q, k, v = (t.transpose(1, 2) for t in packed)
+    assert sdpa_module.unserved_reason(q, k, v) == "the inputs are not all CUDA tensors"
+
+
+# ---------------------------------------------------------------- CPU: the glue, through a stand-in op
+
+
+class RecordingReferenceOp:
+    """torch.ops.flashcute.fwd's contract in float64 (tests/reference.py), recording what it was given."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, q, k, v, softmax_scale=None, causal=False, causal_top_left=False, backend="auto"):
+        self.calls.append(dict(q=q, k=k, v=v, softmax_scale=softmax_scale, causal=causal, top_left=causal_top_left))
+        out, lse = attention_ref(q, k, v, softmax_scale, causal, top_left=causal_top_left)
+        self.calls[-1]["out"] = out.to(q.dtype).contiguous()
+        return self.calls[-1]["out"], lse.float()
+
+
+@pytest.fixture
+def stand_in_op(monkeypatch):
+    op = RecordingReferenceOp()
+    monkeypatch.setattr(sdpa_module, "_fwd_op", op)
+    monkeypatch.setattr(sdpa_module, "unserved_reason", lambda *args: None)  # CPU float64 counts as served
+    return op
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("sq,sk", [(1, 1), (1, 17), (17, 1), (13, 29), (29, 13), (64, 64)])
+@pytest.mark.parametrize("heads_q,heads_kv", [(4, 4), (4, 2), (4, 1)])
+@pytest.mark.parametrize("scale", [None, 0.37])
+def test_glue_matches_torch_semantics(stand_in_op, is_causal, sq, sk, heads_q, heads_kv, scale):
+    generator = torch.Generator().manual_seed(sq * 1000 + sk)
+    q = random_bhsd(2, heads_q, sq, 32, torch.float64, "cpu", generator)
+    k = random_bhsd(2, heads_kv, sk, 32, torch.float64, "cpu", generator)
+    v = random_bhsd(2, heads_kv, sk, 32, torch.float64, "cpu", generator)
+    gqa = heads_q != heads_kv
+    expected = TORCH_SDPA(q, k, v, is_causal=is_causal, scale=scale, enable_gqa=gqa)
+    out = sdpa(q, k, v, is_causal=is_causal, scale=scale, enable_gqa=gqa)
+    torch.testing.assert_close(out, expected, rtol=1e-10, atol=1e-10)
+
+    (call,) = stand_in_op.calls
+    assert call["causal"] is is_causal and call["top_left"] is True and call["softmax_scale"] == scale
+    for name, given in (("q", q), ("k", k), ("v", v)):  # (b, s, h, d) views of the inputs, not copies
+        assert call[name].data_ptr() == given.data_ptr() and call[name].stride() == given.transpose(1, 2).stride()
+    assert out.data_ptr() == call["out"].data_ptr() and out.stride() == call["out"].transpose(1, 2).stride()
+
+
+def test_glue_three_dim_inputs(stand_in_op):
+    generator = torch.Generator().manual_seed(5)
+    q = random_bhsd(1, 4, 11, 32, torch.float64, "cpu", generator)[0]
+    k = random_bhsd(1, 2, 19, 32, torch.float64, "cpu", generator)[0]
+    expected = TORCH_SDPA(q, k, k, is_causal=True, enable_gqa=True)
+    out = sdpa(q, k, k, is_causal=True, enable_gqa=True)
+    assert out.shape == expected.shape == (4, 11, 32)
+    torch.testing.assert_close(out, expected, rtol=1e-10, atol=1e-10)
+
+
+# ---------------------------------------------------------------- GPU: the kernel
+
+
+def qkv_layout(layout, batch, heads_q, heads_kv, sq, sk, head_dim, dtype, generator):
+    """(b, h, s, d) query/key/value in one of the layouts models hand to SDPA."""
+
+    def make(heads, seqlen):
+        if layout == "bhsd":
+            return torch.randn(batch, heads, seqlen, head_dim, dtype=dtype, device="cuda", generator=generator)
+        # "bshd": a (b, s, h, d) projection viewed as (b, h, s, d), the usual model case
+        return torch.randn(batch, seqlen, heads, head_dim, dtype=dtype, device="cuda", generator=generator).transpose(1, 2)
+
+    if layout == "packed":  # one (b, s, 3, h, d) qkv projection, sliced
+        assert heads_q == heads_kv and sq == sk
+        qkv = torch.randn(batch, sq, 3, heads_q, head_dim, dtype=dtype, device="cuda", generator=generator)
+        return tuple(t.transpose(1, 2) for t in qkv.unbind(2))
+    return make(heads_q, sq), make(heads_kv, sk), make(heads_kv, sk)
+
+
+def served(monkeypatch, *args, **kwargs):
+    """flashcute.sdpa's output, asserting it neither warned nor called torch's SDPA."""
+
+    def torch_sdpa_called(*_, **__):
+        raise AssertionError("flashcute.sdpa fell back to torch SDPA")
+
+    with monkeypatch.context() as patch, warnings.catch_warnings():
+        warnings.simplefilter("error")
+        patch.setattr(F, "scaled_dot_product_attention", torch_sdpa_called)
+        return sdpa(*args, **kwargs)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("head_dim", [64, 128, 80])
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("sq,sk", [(1, 1), (1, 239), (239, 1), (113, 203), (203, 113), (128, 128), (1000, 1000)])
+@pytest.mark.parametrize("heads_q,heads_kv", [(8, 8), (8, 2), (8, 1)])
+@pytest.mark.parametrize("scale", [None, 0.3])
+def test_sdpa_matches_torch_on_gpu(library, monkeypatch, dtype, head_dim, is_causal, sq, sk, heads_q, heads_kv, scale):
+    generator = torch.Generator(device="cuda").manual_seed(sq * 7 + sk)
+    layout = "bshd" if (sq + heads_kv) % 2 else "bhsd"
+    q, k, v = qkv_layout(layout, 2, heads_q, heads_kv, sq, sk, head_dim, dtype, generator)
+    gqa = heads_q != heads_kv
+    expected = TORCH_SDPA(q, k, v, is_causal=is_causal, scale=scale, enable_gqa=gqa)
+    out = served(monkeypatch, q, k, v, is_causal=is_causal, scale=scale, enable_gqa=gqa)
+
+    reference, _ = attention_ref(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale, is_causal, top_left=True)
+    reference = reference.transpose(1, 2)
+    assert out.shape == expected.shape and out.dtype == dtype
+    assert out.transpose(1, 2).is_contiguous()  # the (b, h, s, d) view of the op's (b, s, h, d) output
+    torch_error = (expected.double() - reference).abs().max().item()
+    error = (out.double() - reference).abs().max().item()
+    assert error <= 2 * torch_error + 1e-4, (error, torch_error)
+
+
+@requires_cuda
+@pytest.mark.parametrize("layout", ["bhsd", "bshd", "packed"])
+def test_sdpa_makes_no_copies(library, monkeypatch, layout):
+    generator = torch.Generator(device="cuda").manual_seed(6)
+    q, k, v = qkv_layout(layout, 2, 8, 8, 1024, 1024, 128, torch.bfloat16, generator)
+    served(monkeypatch, q, k, v, is_causal=True)  # warm up: the op's first call may load the library
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    out = served(monkeypatch, q, k, v, is_causal=True)
+    torch.cuda.synchronize()
+    extra = torch.cuda.max_memory_allocated() - before
+    out_bytes = out.numel() * out.element_size()
+    lse_bytes = 2 * 8 * 1024 * 4
+    assert extra < out_bytes + lse_bytes + (1 << 20), (extra, out_bytes)  # a copy of q would add out_bytes
+
+
+@requires_cuda
+def test_sdpa_three_dim_and_no_grad_inputs(library, monkeypatch):
+    generator = torch.Generator(device="cuda").manual_seed(7)
+    q = torch.randn(8, 77, 64, dtype=torch.float16, device="cuda", generator=generator, requires_grad=True)
+    k = torch.randn(2, 91, 64, dtype=torch.float16, device="cuda", generator=generator, requires_grad=True)
+    with torch.no_grad():  # requires_grad inputs are served when no graph is being recorded
+        expected = TORCH_SDPA(q, k, k, is_causal=True, enable_gqa=True)
+        out = served(monkeypatch, q, k, k, is_causal=True, enable_gqa=True)
+    assert out.shape == (8, 77, 64)
+    reference, _ = attention_ref(q[None].transpose(1, 2), k[None].transpose(1, 2), k[None].transpose(1, 2),
+                                 None, True, top_left=True)
+    reference = reference.transpose(1, 2)[0]
+    torch_error = (expected.double() - reference).abs().max().item()
+    assert (out.double() - reference).abs().max().item() <= 2 * torch_error + 1e-4
+
+
+@requires_cuda
+@pytest.mark.parametrize("name", FALLBACK_NAMES)
+def test_fallback_reason_gpu(library, name):
+    check_fallback(name, "cuda")
+
+
+@requires_cuda
+def test_requires_grad_falls_back_on_gpu(library):
+    generator = torch.Generator(device="cuda").manual_seed(8)
+    q, k, v = (random_bhsd(2, 4, 37, 64, torch.bfloat16, "cuda", generator).requires_grad_() for _ in range(3))
+    expected, got, fallbacks = call_both((q, k, v), {"is_causal": True})
+    assert_same_outcome(expected, got)
+    assert len(fallbacks) == 1 and "requires grad" in fallbacks[0]
+    got.float().sum().backward()
+    assert q.grad is not None and torch.isfinite(q.grad).all()
+
+
+@requires_cuda
+def test_cpu_and_cuda_mixed_falls_back_to_torchs_error(library):
+    generator = torch.Generator().manual_seed(9)
+    q = random_bhsd(1, 2, 8, 64, torch.float16, "cpu", generator).cuda()
+    k = random_bhsd(1, 2, 8, 64, torch.float16, "cpu", generator)
+    expected, got, fallbacks = call_both((q, k, k), {})
+    assert_same_outcome(expected, got)
+    assert len(fallbacks) == 1 and "not all CUDA" in fallbacks[0]
+
