@@ -216,7 +216,8 @@ class BuildConfig:
         """Which kernel families get built: sm80 always, sm90 when its architecture is a target."""
         return ("sm80", "sm90") if SM90_ARCH in self.archs else ("sm80",)
 
-    def sources(self, csrc: Path = CSRC_DIR) -> list[Path]:
+    def sources(self, csrc: Path | None = None) -> list[Path]:
+        csrc = csrc or CSRC_DIR
         files = [csrc / "flash_api.cpp"]
         for kernel_arch in self.kernel_archs:
             for dtype in self.dtypes:
@@ -244,8 +245,9 @@ def require_sources(config: BuildConfig) -> list[Path]:
     return sources
 
 
-def sources_hash(sources: list[Path], csrc: Path = CSRC_DIR) -> str:
+def sources_hash(sources: list[Path], csrc: Path | None = None) -> str:
     """Hash of the chosen sources and every header under csrc/ (an edited header must rebuild)."""
+    csrc = csrc or CSRC_DIR
     headers = sorted(p for p in csrc.rglob("*") if p.suffix in (".h", ".hpp", ".cuh") and p.is_file())
     digest = hashlib.sha256()
     for path in sorted(set(sources)) + headers:
@@ -375,7 +377,7 @@ def cache_root() -> Path:
     return Path(base) / "flashcute"
 
 
-def cache_key(config: BuildConfig, sources: list[Path], cutlass_include: Path) -> str:
+def cache_key(config: BuildConfig, source_digest: str, cutlass_include: Path) -> str:
     """Directory name for a build: readable prefix + hash of every input that changes the binary."""
     import torch
 
@@ -385,7 +387,7 @@ def cache_key(config: BuildConfig, sources: list[Path], cutlass_include: Path) -
             "torch": torch.__version__,
             "cuda": torch.version.cuda,
             "config": config.as_dict(),
-            "sources": sources_hash(sources),
+            "sources": source_digest,
             "cutlass": str(cutlass_include),
             "nvcc_flags": nvcc_flags(config),
             "cxx_flags": CXX_FLAGS,
@@ -401,7 +403,7 @@ def _jit_library() -> tuple[Path, bool, float | None, BuildConfig]:
     config = current_config()
     sources = require_sources(config)
     cutlass_include = find_cutlass_include()
-    build_dir = cache_root() / cache_key(config, sources, cutlass_include)
+    build_dir = cache_root() / cache_key(config, sources_hash(sources), cutlass_include)
     library = build_dir / f"{JIT_MODULE_NAME}.so"
     record = build_dir / "build.json"
     if library.is_file() and record.is_file():  # fast path: no lock, no ninja
