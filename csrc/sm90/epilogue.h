@@ -1,0 +1,125 @@
+// Epilogue of one Q tile: O (normalised, converted to 16 bits) is staged in shared memory with stmatrix and
+// written by one TMA store, which clips rows past seqlen_q and columns past head_dim; each row's LSE goes
+// straight from the registers of the quad that owns it. Tiles where no row sees a key skip the mainloop
+// and write zeros and -inf directly (predicated stores, no shared memory).
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+
+#include "common/flash_params.h"
+#include "common/utils.h"
+#include "sm90/kernel_traits.h"
+#include "sm90/mainloop.h"
+#include "sm90/tile_scheduler.h"
+#include "sm90/warpgroup_pingpong.h"
+
+namespace flashcute::sm90 {
+
+using namespace cute;
+
+template <class Traits>
+struct Epilogue {
+  using Element = typename Traits::Element;
+  using TileShape_MNK = typename Traits::TileShape_MNK;
+  static constexpr int kBlockM = Traits::kBlockM;
+  static constexpr int kNumMmaThreads = Traits::kNumMmaThreads;
+
+  using GmemTensorOut = decltype(make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)), ShapeQKVO{},
+                                             StrideQKVO{}));
+  using TmaStoreO = decltype(make_tma_copy(SM90_TMA_STORE{}, GmemTensorOut{}, typename Traits::SmemLayoutO{},
+                                           select<0, 2>(TileShape_MNK{}), _1{}));
+
+  struct Params {
+    TmaStoreO tma_store_o;
+    ShapeQKVO shape_o;
+  };
+
+  static Params make_params(FwdParams const& p) {
+    ShapeQKVO const shape_o = make_shape(p.seqlen_q, p.head_dim, p.heads_q, p.batch);
+    Tensor mO = make_tensor(make_gmem_ptr(static_cast<Element*>(p.o_ptr)), shape_o,
+                            make_stride(p.o_row_stride, _1{}, p.o_head_stride, p.o_batch_stride));
+    return {make_tma_copy(SM90_TMA_STORE{}, mO, typename Traits::SmemLayoutO{}, select<0, 2>(TileShape_MNK{}), _1{}),
+            shape_o};
+  }
+
+  CUTLASS_DEVICE static void prefetch_descriptors(Params const& params) {
+    cute::prefetch_tma_descriptor(params.tma_store_o.get_tma_descriptor());
+  }
+
+  // (row, col) inside the tile of each O accumulator element of this thread, as (rows, cols).
+  CUTLASS_DEVICE static auto o_coords(int thread_idx) {
+    typename Traits::TiledMmaO tiled_mma_o;
+    auto thr_mma_o = tiled_mma_o.get_thread_slice(thread_idx);
+    return make_rowcol(thr_mma_o.partition_C(make_identity_tensor(select<0, 2>(TileShape_MNK{}))));
+  }
+
+  // The thread holding column 0 of a row (one per quad) writes that row's LSE.
+  template <class TensorLse>
+  CUTLASS_DEVICE static void store_lse(FwdParams const& fwd, TensorLse const& lse, WorkTile const& tile,
+                                       int thread_idx) {
+    Tensor tOcO = o_coords(thread_idx);
+    if (get<1>(tOcO(0, 0)) != 0) { return; }
+    float* lse_ptr = fwd.lse_ptr + (int64_t(tile.batch) * fwd.heads_q + tile.head) * fwd.seqlen_q;
+    CUTLASS_PRAGMA_UNROLL
+    for (int mi = 0; mi < size(lse); ++mi) {
+      int const row = tile.m_block * kBlockM + get<0>(tOcO(mi, 0));
+      if (row < fwd.seqlen_q) { lse_ptr[row] = lse(mi); }
+    }
+  }
+
+  // Consumer threads. Afterwards one thread has issued the TMA store and, once it has read shared
+  // memory, arrived on barrier_o so the producer may load V over the staging buffer again.
+  template <class SharedStorage, class FragO, class TensorLse>
+  CUTLASS_DEVICE static void store(Params const& params, FwdParams const& fwd, SharedStorage& shared,
+                                   FragO const& tOrO, TensorLse const& lse, WorkTile const& tile, int thread_idx) {
+    Tensor sO = make_tensor(make_smem_ptr(shared.smem_o.data()), typename Traits::SmemLayoutO{});
+    typename Traits::TiledMmaO tiled_mma_o;
+    auto smem_tiled_copy_O = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, tiled_mma_o);
+    auto smem_thr_copy_O = smem_tiled_copy_O.get_thread_slice(thread_idx);
+    Tensor rO = convert_type<Element>(tOrO);
+    Tensor taccOrO = smem_thr_copy_O.retile_S(rO);     // (CPY, CPY_M, CPY_D)
+    Tensor taccOsO = smem_thr_copy_O.partition_D(sO);  // (CPY, CPY_M, CPY_D)
+
+    // sO overlays the V stages: wait until every warpgroup's last P.V has read them.
+    cutlass::arch::NamedBarrier::sync(kNumMmaThreads, uint32_t(NamedBarrierId::kEpilogue));
+    copy(smem_tiled_copy_O, taccOrO, taccOsO);
+    cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> visible to the TMA (async proxy)
+    cutlass::arch::NamedBarrier::sync(kNumMmaThreads, uint32_t(NamedBarrierId::kEpilogue));
+
+    if (thread_idx == 0) {
+      Tensor mO = params.tma_store_o.get_tma_tensor(params.shape_o);
+      Tensor gO = local_tile(mO(_, _, tile.head, tile.batch), select<0, 2>(TileShape_MNK{}),
+                             make_coord(tile.m_block, _0{}));  // (M, D)
+      auto [tOgO, tOsO] = tma_partition(params.tma_store_o, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sO),
+                                        group_modes<0, 2>(gO));
+      copy(params.tma_store_o, tOsO, tOgO);
+      tma_store_arrive();
+      tma_store_wait<0>();  // shared memory read; the global writes complete before the grid does
+      shared.barrier_o.arrive();
+    }
+    store_lse(fwd, lse, tile, thread_idx);
+  }
+
+  // No row of this tile sees a key: O = 0 and LSE = -inf, written from registers.
+  CUTLASS_DEVICE static void store_empty(FwdParams const& fwd, WorkTile const& tile, int thread_idx) {
+    Tensor tOcO = o_coords(thread_idx);
+    Element* o_ptr = static_cast<Element*>(fwd.o_ptr) + tile.batch * fwd.o_batch_stride +
+                     tile.head * fwd.o_head_stride;
+    CUTLASS_PRAGMA_UNROLL
+    for (int mi = 0; mi < size<0>(tOcO); ++mi) {
+      int const row = tile.m_block * kBlockM + get<0>(tOcO(mi, 0));
+      if (row >= fwd.seqlen_q) { continue; }
+      CUTLASS_PRAGMA_UNROLL
+      for (int dj = 0; dj < size<1>(tOcO); ++dj) {
+        int const col = get<1>(tOcO(mi, dj));
+        if (col < fwd.head_dim) { o_ptr[row * fwd.o_row_stride + col] = Element(0.f); }
+      }
+    }
+    Tensor lse = make_tensor<float>(Shape<Int<decltype(size<0>(tOcO))::value>>{});
+    fill(lse, -INFINITY);
+    store_lse(fwd, lse, tile, thread_idx);
+  }
+};
+
+}  // namespace flashcute::sm90

@@ -1,0 +1,128 @@
+// The SM90 forward kernel: persistent, warp-specialized. Warpgroup 0 produces (one thread issues every
+// TMA load), warpgroups 1.. consume (wgmma, online softmax, epilogue); setmaxnreg hands the producer's
+// registers to the consumers. Both sides walk the same static tile sequence (TileScheduler), so the only
+// communication is through the pipelines' mbarriers:
+//   pipeline_q   (1 stage)  Q tile        full: TMA bytes   empty: consumers after their last S gemm
+//   pipeline_k/v (kStages)  K / V blocks  full: TMA bytes   empty: consumers after the gemm reading it
+//   barrier_o               O staging     one arrival per stored tile; the producer waits before the
+//                                          next tile's first V (O overlays the V stages)
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/pipeline/pipeline.hpp>
+
+#include "common/block_range.h"
+#include "common/flash_params.h"
+#include "common/softmax.h"
+#include "common/utils.h"
+#include "sm90/epilogue.h"
+#include "sm90/kernel_traits.h"
+#include "sm90/mainloop.h"
+#include "sm90/tile_scheduler.h"
+#include "sm90/warpgroup_pingpong.h"
+
+namespace flashcute::sm90 {
+
+using namespace cute;
+
+template <class Traits>
+struct KernelParams {
+  FwdParams fwd;
+  typename Mainloop<Traits>::Params mainloop;
+  typename Epilogue<Traits>::Params epilogue;
+  typename TileScheduler<Traits::kBlockM, Traits::kCausal>::Params scheduler;
+};
+
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kNumThreads, 1)
+    fwd_kernel(CUTE_GRID_CONSTANT KernelParams<Traits> const params) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Element = typename Traits::Element;
+  using TileShape_MNK = typename Traits::TileShape_MNK;
+  using PipelineQ = typename Traits::PipelineQ;
+  using PipelineKV = typename Traits::PipelineKV;
+  using SharedStorage = typename Traits::SharedStorage;
+  using Scheduler = TileScheduler<Traits::kBlockM, Traits::kCausal>;
+  using PingPong = WarpGroupPingPong<Traits::kNumMmaWarpGroups>;
+  constexpr int kBlockM = Traits::kBlockM;
+  constexpr int kBlockN = Traits::kBlockN;
+  constexpr bool kCausal = Traits::kCausal;
+
+  extern __shared__ char smem_buf[];
+  SharedStorage& shared = *reinterpret_cast<SharedStorage*>(smem_buf);
+
+  int const warp_group_idx = cutlass::canonical_warp_group_idx();
+  int const warp_idx = cutlass::canonical_warp_idx_sync();
+  bool const is_producer = warp_group_idx == 0;
+
+  if (warp_idx == 0 && cute::elect_one_sync()) {
+    Mainloop<Traits>::prefetch_descriptors(params.mainloop);
+    Epilogue<Traits>::prefetch_descriptors(params.epilogue);
+    shared.barrier_o.init(/*arrive_count=*/1);
+  }
+
+  // Warp 0 initialises the pipelines' barriers; every consumer thread arrives on the empty barriers.
+  using Role = typename PipelineKV::ThreadCategory;
+  typename PipelineQ::Params q_params;
+  q_params.transaction_bytes = Traits::kTmaBytesQ;
+  q_params.role = is_producer ? PipelineQ::ThreadCategory::Producer : PipelineQ::ThreadCategory::Consumer;
+  q_params.is_leader = threadIdx.x == 0;
+  q_params.num_consumers = Traits::kNumMmaThreads;
+  typename PipelineKV::Params kv_params;
+  kv_params.transaction_bytes = Traits::kTmaBytesKV;
+  kv_params.role = is_producer ? Role::Producer : Role::Consumer;
+  kv_params.is_leader = threadIdx.x == 0;
+  kv_params.num_consumers = Traits::kNumMmaThreads;
+  PipelineQ pipeline_q(shared.pipeline_q, q_params, Shape<_1, _1, _1>{});
+  PipelineKV pipeline_k(shared.pipeline_k, kv_params, Shape<_1, _1, _1>{});
+  PipelineKV pipeline_v(shared.pipeline_v, kv_params, Shape<_1, _1, _1>{});
+  __syncthreads();  // barriers initialised (and fenced) before anyone waits on them
+
+  if (is_producer) {
+    cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
+    if (threadIdx.x != 0) { return; }
+    auto q_state = cutlass::make_producer_start_state<PipelineQ>();
+    auto k_state = cutlass::make_producer_start_state<PipelineKV>();
+    auto v_state = cutlass::make_producer_start_state<PipelineKV>();
+    int work_tiles = 0;
+    for (int tile_idx = blockIdx.x; tile_idx < params.scheduler.total_tiles; tile_idx += gridDim.x) {
+      WorkTile const tile = Scheduler::get(params.scheduler, tile_idx);
+      KVBlockRange const range = kv_block_range<kBlockM, kBlockN, kCausal>(params.fwd, tile.m_block);
+      if (range.n_block_max <= 0) { continue; }
+      int const head_kv = tile.head / (params.fwd.heads_q / params.fwd.heads_kv);
+      Mainloop<Traits>::load(params.mainloop, shared, pipeline_q, pipeline_k, pipeline_v, q_state, k_state,
+                             v_state, tile, head_kv, range.n_block_max, work_tiles);
+      ++work_tiles;
+    }
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
+    int const thread_idx = threadIdx.x - cutlass::NumThreadsPerWarpGroup;
+    int const wg = warp_group_idx - 1;
+    typename PipelineQ::PipelineState q_state;
+    typename PipelineKV::PipelineState k_state;
+    typename PipelineKV::PipelineState v_state;
+    typename Traits::TiledMmaO tiled_mma_o;
+    PingPong::start(wg);
+    for (int tile_idx = blockIdx.x; tile_idx < params.scheduler.total_tiles; tile_idx += gridDim.x) {
+      WorkTile const tile = Scheduler::get(params.scheduler, tile_idx);
+      KVBlockRange const range = kv_block_range<kBlockM, kBlockN, kCausal>(params.fwd, tile.m_block);
+      if (range.n_block_max <= 0) {
+        Epilogue<Traits>::store_empty(params.fwd, tile, thread_idx);
+        continue;
+      }
+      Tensor tOrO = partition_fragment_C(tiled_mma_o, select<0, 2>(TileShape_MNK{}));  // (MMA, MMA_M, MMA_D)
+      clear(tOrO);
+      OnlineSoftmax<2 * decltype(size<1>(tOrO))::value> softmax;  // 2 rows per thread per 64-row atom
+      Mainloop<Traits>::mma(shared, pipeline_q, pipeline_k, pipeline_v, q_state, k_state, v_state, tOrO, softmax,
+                            params.fwd, tile.m_block, range, thread_idx, wg);
+      Tensor acc_o = make_rowcol(tOrO);
+      Tensor lse = softmax.finalize(acc_o, params.fwd.softmax_scale);
+      Epilogue<Traits>::store(params.epilogue, params.fwd, shared, tOrO, lse, tile, thread_idx);
+    }
+    PingPong::finish(wg);
+  }
+#endif
+}
+
+}  // namespace flashcute::sm90

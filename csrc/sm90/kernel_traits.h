@@ -1,0 +1,117 @@
+// Compile-time plan of the SM90 forward for one (element type, head dim, causal flag): tile shape, the two
+// warpgroup-wide TiledMMAs, GMMA-swizzled shared-memory layouts, pipelines and the shared-memory budget.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cute/atom/mma_atom.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/pipeline/pipeline.hpp>
+
+namespace flashcute::sm90 {
+
+using namespace cute;
+
+// Tile sizes per head dim, starting from FlashAttention-3's measured choices. Each consumer warpgroup owns
+// 64 query rows, so kBlockM / 64 consumer warpgroups; kBlockN is bounded by registers (S, P and O live in
+// registers) and by shared memory (Q + kStages of K and V). Non-causal hdim 128 affords a wider K/V block.
+template <int kHeadDim, bool kCausal>
+struct TileConfig;
+template <bool kCausal>
+struct TileConfig<64, kCausal> { static constexpr int kBlockM = 192, kBlockN = 128, kStages = 2; };
+template <bool kCausal>
+struct TileConfig<96, kCausal> { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2; };
+template <bool kCausal>
+struct TileConfig<128, kCausal> { static constexpr int kBlockM = 128, kBlockN = kCausal ? 128 : 176, kStages = 2; };
+template <bool kCausal>
+struct TileConfig<192, kCausal> { static constexpr int kBlockM = 128, kBlockN = 112, kStages = 2; };
+template <bool kCausal>
+struct TileConfig<256, kCausal> { static constexpr int kBlockM = 128, kBlockN = 80, kStages = 2; };
+
+// The widest GMMA swizzle atom (128, 64 or 32 bytes of contiguous head dim) that tiles kHeadDim.
+template <typename Element, int kHeadDim>
+constexpr auto k_major_smem_atom() {
+  static_assert(sizeof(Element) == 2);
+  if constexpr (kHeadDim % 64 == 0) {
+    return GMMA::Layout_K_SW128_Atom<Element>{};
+  } else if constexpr (kHeadDim % 32 == 0) {
+    return GMMA::Layout_K_SW64_Atom<Element>{};
+  } else {
+    static_assert(kHeadDim % 16 == 0);
+    return GMMA::Layout_K_SW32_Atom<Element>{};
+  }
+}
+
+template <typename Element_, int kHeadDim_, bool kCausal_>
+struct KernelTraits {
+  using Element = Element_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr bool kCausal = kCausal_;
+  static constexpr int kBlockM = TileConfig<kHeadDim, kCausal>::kBlockM;
+  static constexpr int kBlockN = TileConfig<kHeadDim, kCausal>::kBlockN;
+  static constexpr int kStages = TileConfig<kHeadDim, kCausal>::kStages;
+  static_assert(kBlockM % 64 == 0 && kBlockN % 16 == 0 && kHeadDim % 16 == 0);
+
+  // Warp specialization: warpgroup 0 produces (TMA), warpgroups 1.. consume (wgmma + softmax).
+  static constexpr int kNumMmaWarpGroups = kBlockM / 64;
+  static_assert(kNumMmaWarpGroups == 2 || kNumMmaWarpGroups == 3);
+  static constexpr int kNumMmaThreads = kNumMmaWarpGroups * cutlass::NumThreadsPerWarpGroup;
+  static constexpr int kNumThreads = kNumMmaThreads + cutlass::NumThreadsPerWarpGroup;
+  // setmaxnreg: the 64K registers of the SM move from the producer (which needs few) to the consumers.
+  // 128 * kProducerRegs + kNumMmaThreads * kConsumerRegs <= 65536.
+  static constexpr int kProducerRegs = kNumMmaWarpGroups == 2 ? 24 : 32;
+  static constexpr int kConsumerRegs = kNumMmaWarpGroups == 2 ? 240 : 160;
+  static_assert(128 * kProducerRegs + kNumMmaThreads * kConsumerRegs <= 65536);
+
+  using TileShape_MNK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;
+
+  // One 64-row slab per consumer warpgroup along M.
+  using AtomLayoutMNK = Layout<Shape<Int<kNumMmaWarpGroups>, _1, _1>>;
+  // S = Q.K^T: both operands K-major in shared memory (SS).
+  using TiledMmaS = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockN>, Int<kHeadDim>>>(),
+      AtomLayoutMNK{}));
+  // O += P.V: P from registers (the S accumulator converted to 16 bits), V^T MN-major in shared memory (RS).
+  using TiledMmaO = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kBlockN>>, GMMA::Major::K,
+                           GMMA::Major::MN>(),
+      AtomLayoutMNK{}));
+
+  using SmemLayoutAtom = decltype(k_major_smem_atom<Element, kHeadDim>());
+  using SmemLayoutQ = decltype(tile_to_shape(SmemLayoutAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+  using SmemLayoutK =
+      decltype(tile_to_shape(SmemLayoutAtom{}, Shape<Int<kBlockN>, Int<kHeadDim>, Int<kStages>>{}));
+  using SmemLayoutV = SmemLayoutK;  // written by TMA exactly like K: (kBlockN, head_dim) rows
+  // The V stages read back as V^T (head_dim, kBlockN, stages), head dim contiguous: an MN-major B operand.
+  using SmemLayoutVt = decltype(composition(
+      SmemLayoutV{},
+      make_ordered_layout(Shape<Int<kHeadDim>, Int<kBlockN>, Int<kStages>>{}, Step<_2, _1, _3>{})));
+  // O is staged in shared memory for the TMA store, in the space of the V stages (see SharedStorage).
+  using SmemLayoutO = SmemLayoutQ;
+
+  using PipelineQ = cutlass::PipelineTmaAsync<1>;
+  using PipelineKV = cutlass::PipelineTmaAsync<kStages>;
+  using BarrierO = cutlass::arch::ClusterBarrier;
+
+  static constexpr uint32_t kTmaBytesQ = kBlockM * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kTmaBytesKV = kBlockN * kHeadDim * sizeof(Element);
+
+  struct SharedStorage {
+    // O aliases the V stages: the producer loads a tile's first V only after the previous tile's O has left
+    // shared memory (barrier_o), and the consumers write O only after every warpgroup's last P.V.
+    union {
+      cute::array_aligned<Element, cute::cosize_v<SmemLayoutV>, 1024> smem_v;
+      cute::array_aligned<Element, cute::cosize_v<SmemLayoutO>, 1024> smem_o;
+    };
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> smem_q;
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> smem_k;
+    typename PipelineQ::SharedStorage pipeline_q;
+    typename PipelineKV::SharedStorage pipeline_k;
+    typename PipelineKV::SharedStorage pipeline_v;
+    BarrierO barrier_o;
+  };
+  static_assert(cute::cosize_v<SmemLayoutO> <= cute::cosize_v<SmemLayoutV>);
+  static constexpr int kSmemBytes = sizeof(SharedStorage);
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory plan exceeds the 227 KiB an SM90 CTA may use");
+};
+
+}  // namespace flashcute::sm90

@@ -1,0 +1,281 @@
+// The SM90 mainloop of one Q tile: the producer's TMA loads and the consumers' wgmma + online softmax.
+//
+// Producer (one thread): Q once into its single-stage pipeline, then K and V blocks from the last visible
+// one down to 0 through kStages-deep pipelines, in the order the consumers need them:
+//   K(n_max-1) | K(n_max-2) V(n_max-1) | ... | K(0) V(1) | V(0)
+// Each load arms its stage's full barrier with the tile's byte count; TMA zero-fills rows past seqlen and
+// columns past head_dim, so every box lands whole.
+//
+// Consumer warpgroups (64 query rows each), with the softmax of block n overlapping the P.V of block n+1:
+//   S = Q.K(n_max-1)^T ; softmax -> P
+//   for n = n_max-2 .. 0:  [S = Q.K(n)^T ; O *= correction ; O += P.V(n+1)] ; wait S ; softmax(S) -> correction
+//                          ; wait P.V ; P = S
+//   O *= correction ; O += P.V(0)
+// The bracketed issues take turns with the other consumer warpgroups (WarpGroupPingPong).
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/pipeline/pipeline.hpp>
+
+#include "common/block_range.h"
+#include "common/flash_params.h"
+#include "common/mask.h"
+#include "common/softmax.h"
+#include "common/utils.h"
+#include "sm90/kernel_traits.h"
+#include "sm90/tile_scheduler.h"
+#include "sm90/warpgroup_pingpong.h"
+
+namespace flashcute::sm90 {
+
+using namespace cute;
+
+// Global tensors as TMA sees them: (seqlen, head_dim, heads, batch), head_dim contiguous, 64-bit strides.
+using ShapeQKVO = Shape<int32_t, int32_t, int32_t, int32_t>;
+using StrideQKVO = Stride<int64_t, _1, int64_t, int64_t>;
+
+template <class Traits>
+struct Mainloop {
+  using Element = typename Traits::Element;
+  using TileShape_MNK = typename Traits::TileShape_MNK;
+  using PipelineQ = typename Traits::PipelineQ;
+  using PipelineKV = typename Traits::PipelineKV;
+  static constexpr int kBlockM = Traits::kBlockM;
+  static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr bool kCausal = Traits::kCausal;
+
+  using GmemTensorIn = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeQKVO{},
+                                            StrideQKVO{}));
+  using TmaLoadQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensorIn{}, typename Traits::SmemLayoutQ{},
+                                          select<0, 2>(TileShape_MNK{}), _1{}));
+  using TmaLoadKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensorIn{},
+                                           take<0, 2>(typename Traits::SmemLayoutK{}),
+                                           select<1, 2>(TileShape_MNK{}), _1{}));
+
+  struct Params {
+    TmaLoadQ tma_load_q;
+    TmaLoadKV tma_load_k;
+    TmaLoadKV tma_load_v;
+    ShapeQKVO shape_q;
+    ShapeQKVO shape_kv;
+  };
+
+  static Params make_params(FwdParams const& p) {
+    ShapeQKVO const shape_q = make_shape(p.seqlen_q, p.head_dim, p.heads_q, p.batch);
+    // A tensor map cannot have an empty extent; with seqlen_k == 0 no tile loads K/V anyway.
+    ShapeQKVO const shape_kv = make_shape(p.seqlen_k > 0 ? p.seqlen_k : 1, p.head_dim, p.heads_kv, p.batch);
+    auto gmem = [](void const* ptr, ShapeQKVO const& shape, int64_t row, int64_t head, int64_t batch) {
+      return make_tensor(make_gmem_ptr(static_cast<Element const*>(ptr)), shape,
+                         make_stride(row, _1{}, head, batch));
+    };
+    Tensor mQ = gmem(p.q_ptr, shape_q, p.q_row_stride, p.q_head_stride, p.q_batch_stride);
+    Tensor mK = gmem(p.k_ptr, shape_kv, p.k_row_stride, p.k_head_stride, p.k_batch_stride);
+    Tensor mV = gmem(p.v_ptr, shape_kv, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
+    return {make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQ{}, select<0, 2>(TileShape_MNK{}), _1{}),
+            make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Traits::SmemLayoutK{}),
+                          select<1, 2>(TileShape_MNK{}), _1{}),
+            make_tma_copy(SM90_TMA_LOAD{}, mV, take<0, 2>(typename Traits::SmemLayoutV{}),
+                          select<1, 2>(TileShape_MNK{}), _1{}),
+            shape_q, shape_kv};
+  }
+
+  CUTLASS_DEVICE static void prefetch_descriptors(Params const& params) {
+    cute::prefetch_tma_descriptor(params.tma_load_q.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(params.tma_load_k.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(params.tma_load_v.get_tma_descriptor());
+  }
+
+  // Producer, one thread. work_tiles_before: tiles with work this CTA loaded earlier; the first V of this
+  // tile overwrites where the previous tile's O was staged, so it waits for that O's store (barrier_o).
+  template <class SharedStorage, class StateQ, class StateKV>
+  CUTLASS_DEVICE static void load(Params const& params, SharedStorage& shared, PipelineQ& pipeline_q,
+                                  PipelineKV& pipeline_k, PipelineKV& pipeline_v, StateQ& q_state,
+                                  StateKV& k_state, StateKV& v_state, WorkTile const& tile, int head_kv,
+                                  int n_block_max, int work_tiles_before) {
+    Tensor mQ = params.tma_load_q.get_tma_tensor(params.shape_q);
+    Tensor mK = params.tma_load_k.get_tma_tensor(params.shape_kv);
+    Tensor mV = params.tma_load_v.get_tma_tensor(params.shape_kv);
+    // Slicing one (head, batch) first keeps every box inside it: rows past seqlen are out of bounds.
+    Tensor gQ = local_tile(mQ(_, _, tile.head, tile.batch), select<0, 2>(TileShape_MNK{}),
+                           make_coord(tile.m_block, _0{}));                                            // (M, D)
+    Tensor gK = local_tile(mK(_, _, head_kv, tile.batch), select<1, 2>(TileShape_MNK{}), make_coord(_, _0{}));  // (N, D, n)
+    Tensor gV = local_tile(mV(_, _, head_kv, tile.batch), select<1, 2>(TileShape_MNK{}), make_coord(_, _0{}));  // (N, D, n)
+
+    Tensor sQ = make_tensor(make_smem_ptr(shared.smem_q.data()), typename Traits::SmemLayoutQ{});
+    Tensor sK = make_tensor(make_smem_ptr(shared.smem_k.data()), typename Traits::SmemLayoutK{});
+    Tensor sV = make_tensor(make_smem_ptr(shared.smem_v.data()), typename Traits::SmemLayoutV{});
+
+    auto tma_q = tma_partition(params.tma_load_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ),
+                               group_modes<0, 2>(gQ));
+    auto tma_k = tma_partition(params.tma_load_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK),
+                               group_modes<0, 2>(gK));
+    auto tma_v = tma_partition(params.tma_load_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV),
+                               group_modes<0, 2>(gV));
+    Tensor tQgQ = get<0>(tma_q);  // (TMA)
+    Tensor tQsQ = get<1>(tma_q);  // (TMA)
+    Tensor tKgK = get<0>(tma_k);  // (TMA, n)
+    Tensor tKsK = get<1>(tma_k);  // (TMA, stage)
+    Tensor tVgV = get<0>(tma_v);  // (TMA, n)
+    Tensor tVsV = get<1>(tma_v);  // (TMA, stage)
+
+    auto load_k = [&](int n_block) CUTLASS_LAMBDA_FUNC_INLINE {
+      pipeline_k.producer_acquire(k_state);
+      copy(params.tma_load_k.with(*pipeline_k.producer_get_barrier(k_state)), tKgK(_, n_block),
+           tKsK(_, k_state.index()));
+      ++k_state;
+    };
+    auto load_v = [&](int n_block) CUTLASS_LAMBDA_FUNC_INLINE {
+      pipeline_v.producer_acquire(v_state);
+      copy(params.tma_load_v.with(*pipeline_v.producer_get_barrier(v_state)), tVgV(_, n_block),
+           tVsV(_, v_state.index()));
+      ++v_state;
+    };
+
+    pipeline_q.producer_acquire(q_state);
+    copy(params.tma_load_q.with(*pipeline_q.producer_get_barrier(q_state)), tQgQ, tQsQ);
+    ++q_state;
+
+    int n_block = n_block_max - 1;
+    load_k(n_block);
+    if (work_tiles_before > 0) { shared.barrier_o.wait((work_tiles_before - 1) & 1); }
+    for (; n_block > 0; --n_block) {
+      load_k(n_block - 1);
+      load_v(n_block);
+    }
+    load_v(0);
+  }
+
+  // acc += A.B over the k blocks, issued asynchronously as one wgmma batch (wait with warpgroup_wait).
+  // kZeroInit: acc = A.B (the first k block overwrites instead of accumulating).
+  template <bool kZeroInit, class TiledMma, class TensorA, class TensorB, class TensorC>
+  CUTLASS_DEVICE static void gemm(TiledMma& tiled_mma, TensorA&& tCrA, TensorB&& tCrB, TensorC&& tCrC) {
+    constexpr bool kARegisters =
+        !is_same_v<typename cute::remove_cvref_t<TensorA>::engine_type::iterator, GMMA::DescriptorIterator>;
+    if constexpr (kARegisters) { warpgroup_fence_operand(tCrA); }
+    warpgroup_fence_operand(tCrC);
+    warpgroup_arrive();
+    tiled_mma.accumulate_ = kZeroInit ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
+    CUTLASS_PRAGMA_UNROLL
+    for (int k = 0; k < size<2>(tCrA); ++k) {
+      cute::gemm(tiled_mma, tCrA(_, _, k), tCrB(_, _, k), tCrC);
+      tiled_mma.accumulate_ = GMMA::ScaleOut::One;
+    }
+    warpgroup_commit_batch();
+    warpgroup_fence_operand(tCrC);
+    if constexpr (kARegisters) { warpgroup_fence_operand(tCrA); }
+  }
+
+  // The wgmma accumulator ((2 cols, 2 rows, N/8), MMA_M, MMA_N) holds, per 16 columns, exactly the
+  // registers of the RS A operand ((2 cols, 2 rows, 2 col halves), MMA_M, MMA_K): regroup N/8 as (2, N/16).
+  template <class AccLayout>
+  CUTLASS_DEVICE static constexpr auto acc_as_operand_a(AccLayout const& acc) {
+    auto v = logical_divide(layout<0>(acc), Shape<Underscore, Underscore, _2>{});  // (2, 2, (2, N/16))
+    return make_layout(make_layout(get<0>(v), get<1>(v), get<2, 0>(v)), layout<1>(acc),
+                       make_layout(get<2, 1>(v), layout<2>(acc)));
+  }
+
+  // Consumer warpgroups: O (unnormalised, tOrO) and the softmax statistics of one Q tile.
+  template <class SharedStorage, class StateQ, class StateKV, class FragO, class Softmax>
+  CUTLASS_DEVICE static void mma(SharedStorage& shared, PipelineQ& pipeline_q, PipelineKV& pipeline_k,
+                                 PipelineKV& pipeline_v, StateQ& q_state, StateKV& k_state, StateKV& v_state,
+                                 FragO& tOrO, Softmax& softmax, FwdParams const& fwd, int m_block,
+                                 KVBlockRange const& range, int thread_idx, int wg) {
+    using PingPong = WarpGroupPingPong<Traits::kNumMmaWarpGroups>;
+    typename Traits::TiledMmaS tiled_mma_s;
+    typename Traits::TiledMmaO tiled_mma_o;
+    auto thr_mma_s = tiled_mma_s.get_thread_slice(thread_idx);
+    auto thr_mma_o = tiled_mma_o.get_thread_slice(thread_idx);
+
+    Tensor sQ = make_tensor(make_smem_ptr(shared.smem_q.data()), typename Traits::SmemLayoutQ{});
+    Tensor sK = make_tensor(make_smem_ptr(shared.smem_k.data()), typename Traits::SmemLayoutK{});
+    Tensor sVt = make_tensor(make_smem_ptr(shared.smem_v.data()), typename Traits::SmemLayoutVt{});
+    Tensor tSrQ = thr_mma_s.partition_fragment_A(sQ);   // (MMA, MMA_M, MMA_D) descriptors
+    Tensor tSrK = thr_mma_s.partition_fragment_B(sK);   // (MMA, MMA_N, MMA_D, stage)
+    Tensor tOrV = thr_mma_o.partition_fragment_B(sVt);  // (MMA, MMA_D, MMA_N, stage)
+
+    Tensor tSrS = partition_fragment_C(tiled_mma_s, select<0, 1>(TileShape_MNK{}));  // (MMA, MMA_M, MMA_N)
+    Tensor scores = make_rowcol(tSrS);
+    Tensor tScS = make_rowcol(thr_mma_s.partition_C(make_identity_tensor(select<0, 1>(TileShape_MNK{}))));
+    Tensor tOrP = make_tensor<Element>(acc_as_operand_a(tSrS.layout()));  // (MMA, MMA_M, MMA_N / 16)
+    Tensor tOrP_as_acc = make_tensor(tOrP.data(), tSrS.layout());
+    Tensor acc_o = make_rowcol(tOrO);
+    // The rescale of O must wait until the in-flight P.V is done: OnlineSoftmax rescales this (rows, 1)
+    // tensor of ones instead, leaving the correction of each row to apply to O later.
+    Tensor correction = make_tensor<float>(Shape<Int<decltype(size<0>(scores))::value>, _1>{});
+    auto rescale_o = [&]() CUTLASS_LAMBDA_FUNC_INLINE {
+      CUTLASS_PRAGMA_UNROLL
+      for (int mi = 0; mi < size<0>(acc_o); ++mi) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int dj = 0; dj < size<1>(acc_o); ++dj) { acc_o(mi, dj) *= correction(mi, 0); }
+      }
+    };
+    auto softmax_step = [&](auto first, auto masked, int n_block) CUTLASS_LAMBDA_FUNC_INLINE {
+      constexpr bool kFirst = decltype(first)::value;
+      constexpr bool kMasked = decltype(masked)::value;
+      if constexpr (kMasked) {
+        apply_mask<kCausal>(scores, tScS, m_block * kBlockM, n_block * kBlockN, fwd.seqlen_k, fwd.causal_offset);
+      }
+      fill(correction, 1.f);
+      softmax.template rescale<kFirst, kMasked>(scores, correction, fwd.softmax_scale_log2);
+    };
+    auto issue_s = [&]() CUTLASS_LAMBDA_FUNC_INLINE { gemm</*kZeroInit=*/true>(tiled_mma_s, tSrQ, tSrK(_, _, _, k_state.index()), tSrS); };
+    auto issue_pv = [&]() CUTLASS_LAMBDA_FUNC_INLINE { gemm</*kZeroInit=*/false>(tiled_mma_o, tOrP, tOrV(_, _, _, v_state.index()), tOrO); };
+    auto release_k = [&](int n_block) CUTLASS_LAMBDA_FUNC_INLINE {
+      pipeline_k.consumer_release(k_state);
+      ++k_state;
+      if (n_block == 0) { pipeline_q.consumer_release(q_state); }  // the tile's last use of Q
+    };
+
+    int n_block = range.n_block_max - 1;
+    pipeline_q.consumer_wait(q_state);
+    pipeline_k.consumer_wait(k_state);
+    PingPong::wait_turn(wg);
+    issue_s();
+    PingPong::pass_turn(wg);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tSrS);
+    release_k(n_block);
+    if (n_block >= range.n_block_unmasked) {
+      softmax_step(cute::true_type{}, cute::true_type{}, n_block);
+    } else {
+      softmax_step(cute::true_type{}, cute::false_type{}, n_block);
+    }
+    copy(convert_type<Element>(tSrS), tOrP_as_acc);
+
+    auto step = [&](auto masked) CUTLASS_LAMBDA_FUNC_INLINE {
+      pipeline_k.consumer_wait(k_state);
+      PingPong::wait_turn(wg);
+      issue_s();
+      rescale_o();
+      pipeline_v.consumer_wait(v_state);
+      issue_pv();
+      PingPong::pass_turn(wg);
+      warpgroup_wait<1>();  // S done; P.V still running
+      warpgroup_fence_operand(tSrS);
+      release_k(n_block);
+      softmax_step(cute::false_type{}, masked, n_block);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tOrO);
+      warpgroup_fence_operand(tOrP);
+      pipeline_v.consumer_release(v_state);
+      ++v_state;
+      copy(convert_type<Element>(tSrS), tOrP_as_acc);
+    };
+    for (--n_block; n_block >= range.n_block_unmasked; --n_block) { step(cute::true_type{}); }
+    for (; n_block >= 0; --n_block) { step(cute::false_type{}); }
+
+    rescale_o();
+    pipeline_v.consumer_wait(v_state);
+    PingPong::wait_turn(wg);
+    issue_pv();
+    PingPong::pass_turn(wg);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tOrO);
+    warpgroup_fence_operand(tOrP);
+    pipeline_v.consumer_release(v_state);
+    ++v_state;
+    ++q_state;
+  }
+};
+
+}  // namespace flashcute::sm90
