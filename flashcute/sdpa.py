@@ -78,7 +78,7 @@ def unserved_reason(query, key, value, attn_mask=None, dropout_p=0.0, enable_gqa
         return "an input requires grad and flashcute has no backward yet"
     if not all(t.is_cuda for t in tensors):
         return "the inputs are not all CUDA tensors"
-    if len({t.device for t in tensors}) != 1:
+    if any(t.device != query.device for t in tensors):
         return "the inputs are on different devices"
     return None
 
