@@ -180,7 +180,8 @@ def test_cuda_graph_replay_matches_eager(library, causal):
 
     for seed in (2, 3):  # new data in the captured buffers, then replay
         q, k, v = make_qkv(2, 300, 517, 8, 2, 128, seed=seed)
-        static_q.copy_(q), static_k.copy_(k), static_v.copy_(v)
+        for static, new in zip((static_q, static_k, static_v), (q, k, v)):
+            static.copy_(new)
         graph.replay()
         out, lse = fwd(q, k, v, causal)
         torch.cuda.synchronize()
