@@ -1,0 +1,181 @@
+"""The shipped kernel configurations, described in Python and built with flashcute.layout.
+
+Each configuration names the same layouts and atoms as the kernel's C++ traits
+(csrc/sm80/kernel_traits.h) and builds them the way the traits do (Swizzle ∘ row-major atom,
+tile_to_shape, TiledMMA, make_tiled_copy[_A|_B|_C]).  ``printed()`` gives every object as C++
+``cute::print`` writes it, under the names csrc/tools/print_kernel_layouts.cpp uses, so
+tests/test_kernel_layouts.py can hold the two equal, character for character.
+
+    >>> from flashcute.kernel_configs import get_config
+    >>> cfg = get_config("sm80", "bf16", 128)
+    >>> print(cfg.smem_layout_q)
+    Sw<3,3,3> o _0 o ((_8,_16),(_64,_2)):((_64,_512),(_1,_8192))
+"""
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from .layout import (
+    Int, Layout, LayoutRight, Swizzle, composition, cosize, get_nonswizzle_portion, make_layout,
+    tile_to_shape, to_str,
+)
+
+DTYPES = ("fp16", "bf16")
+ELEMENT_BITS = {"fp16": 16, "bf16": 16}
+
+# csrc/sm80/kernel_traits.h DefaultTraits: head dim -> (kBlockM, kBlockN, kNWarps).
+SM80_SHIPPED = {
+    64: (128, 128, 4),
+    96: (128, 64, 4),
+    128: (128, 64, 4),
+    192: (128, 64, 8),
+    256: (128, 64, 8),
+}
+
+
+@dataclass(frozen=True)
+class Sm80Config:
+    """One instantiation of ``flashcute::sm80::KernelTraits<Element, kHeadDim, kBlockM, kBlockN, kNWarps>``."""
+
+    dtype: str
+    head_dim: int
+    block_m: int
+    block_n: int
+    n_warps: int
+
+    arch = "sm80"
+
+    def __post_init__(self):
+        if self.dtype not in ELEMENT_BITS:
+            raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
+
+    # -- tiles and threads -----------------------------------------------------------------
+    @property
+    def element_bits(self):
+        return ELEMENT_BITS[self.dtype]
+
+    @property
+    def element_bytes(self):
+        return self.element_bits // 8
+
+    @property
+    def n_threads(self):
+        return self.n_warps * 32
+
+    @property
+    def tile_shape_mnk(self):
+        return (Int(self.block_m), Int(self.block_n), Int(self.head_dim))
+
+    @property
+    def kv_stages(self):
+        """K/V buffers per operand: the SM80 kernel has one K and one V buffer."""
+        return 1
+
+    # -- shared memory ---------------------------------------------------------------------
+    @property
+    def block_k_smem(self):
+        """Row width of the swizzle atom in elements: 64 (128 B) when the head dim allows, else 32."""
+        return 64 if self.head_dim % 64 == 0 else 32
+
+    @cached_property
+    def smem_layout_atom(self):
+        bits = 3 if self.block_k_smem == 64 else 2
+        k = Int(self.block_k_smem)
+        return composition(Swizzle(bits, 3, 3), Layout((Int(8), k), (k, Int(1))))
+
+    @cached_property
+    def smem_layout_q(self):
+        return tile_to_shape(self.smem_layout_atom, (Int(self.block_m), Int(self.head_dim)))
+
+    @cached_property
+    def smem_layout_kv(self):
+        return tile_to_shape(self.smem_layout_atom, (Int(self.block_n), Int(self.head_dim)))
+
+    @cached_property
+    def smem_layout_vt(self):
+        """V seen as (head_dim, kBlockN): the B operand of O = P.V."""
+        return composition(self.smem_layout_kv, make_layout((Int(self.head_dim), Int(self.block_n)), LayoutRight))
+
+    @cached_property
+    def smem_layout_vt_noswizzle(self):
+        return get_nonswizzle_portion(self.smem_layout_vt)
+
+    @property
+    def smem_layout_o(self):
+        """O is staged in Q's buffer."""
+        return self.smem_layout_q
+
+    @property
+    def smem_q_elems(self):
+        return int(cosize(self.smem_layout_q))
+
+    @property
+    def smem_kv_elems(self):
+        return int(cosize(self.smem_layout_kv))
+
+    @property
+    def smem_bytes(self):
+        return (self.smem_q_elems + 2 * self.kv_stages * self.smem_kv_elems) * self.element_bytes
+
+    # -- global memory copies ----------------------------------------------------------------
+    @property
+    def gmem_elems_per_load(self):
+        return 128 // self.element_bits
+
+    @property
+    def gmem_threads_per_row(self):
+        return self.block_k_smem // self.gmem_elems_per_load
+
+    @cached_property
+    def gmem_layout_atom(self):
+        per_row = self.gmem_threads_per_row
+        return Layout((Int(self.n_threads // per_row), Int(per_row)), (Int(per_row), Int(1)))
+
+    # -- everything, as C++ prints it ----------------------------------------------------------
+    def printed(self):
+        """``{name: cute::print string}`` in the order and under the names of print_kernel_layouts.cpp."""
+        fields = {
+            "kBlockM": self.block_m,
+            "kBlockN": self.block_n,
+            "kHeadDim": self.head_dim,
+            "kNWarps": self.n_warps,
+            "kNThreads": self.n_threads,
+            "TileShape_MNK": self.tile_shape_mnk,
+            "kv_stages": self.kv_stages,
+            "kSmemBytes": self.smem_bytes,
+            "kSmemQElems": self.smem_q_elems,
+            "kSmemKVElems": self.smem_kv_elems,
+            "kBlockKSmem": self.block_k_smem,
+            "kGmemElemsPerLoad": self.gmem_elems_per_load,
+            "kGmemThreadsPerRow": self.gmem_threads_per_row,
+            "SmemLayoutAtom": self.smem_layout_atom,
+            "SmemLayoutQ": self.smem_layout_q,
+            "SmemLayoutKV": self.smem_layout_kv,
+            "SmemLayoutVt": self.smem_layout_vt,
+            "SmemLayoutVtNoSwizzle": self.smem_layout_vt_noswizzle,
+            "SmemLayoutO": self.smem_layout_o,
+            "GmemLayoutAtom": self.gmem_layout_atom,
+        }
+        return {name: str(value) if not isinstance(value, tuple) else to_str(value) for name, value in fields.items()}
+
+    @property
+    def header(self):
+        return f"{self.arch} {self.dtype} hdim{self.head_dim}"
+
+
+def shipped_configs(arch=None):
+    """Every shipped configuration (of one arch, or all), in print_kernel_layouts.cpp's order."""
+    if arch not in (None, "sm80"):
+        raise ValueError(f"arch must be 'sm80' (or None for all), got {arch!r}")
+    return [Sm80Config(dtype, d, *SM80_SHIPPED[d]) for dtype in ("fp16", "bf16") for d in SM80_SHIPPED]
+
+
+def get_config(arch, dtype, head_dim):
+    """The shipped configuration for (arch, dtype, head_dim); ValueError naming the choices otherwise."""
+    if arch != "sm80":
+        raise ValueError(f"arch must be 'sm80', got {arch!r}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    if head_dim not in SM80_SHIPPED:
+        raise ValueError(f"head_dim must be one of {tuple(SM80_SHIPPED)} for {arch}, got {head_dim!r}")
+    return Sm80Config(dtype, head_dim, *SM80_SHIPPED[head_dim])
