@@ -94,8 +94,8 @@ def main():
     difference = (logits - ref_logits).abs().max().item()
     top1 = (logits.argmax(-1) == ref_logits.argmax(-1)).float().mean().item()
     same_rows = (tokens == ref_tokens).all(dim=1).sum().item()
-    print(f"prefill logits: max |flashcute - sdpa| = {difference:.4f} (logits up to {ref_logits.abs().max().item():.2f}); "
-          f"top-1 agreement {top1:.2%}")
+    print(f"prefill logits: max |flashcute - sdpa| = {difference:.4f} "
+          f"(logits up to {ref_logits.abs().max().item():.2f}); top-1 agreement {top1:.2%}")
     print(f"greedy decoding: {same_rows} of {args.batch} rows give the same {args.new_tokens} tokens")
 
 

@@ -21,13 +21,11 @@ def make_qkv(batch, sq, sk, heads_q, heads_kv, head_dim, dtype=torch.bfloat16, l
     def randn(*shape):
         return torch.randn(*shape, dtype=dtype, device=device, generator=generator)
 
+    shapes = ((heads_q, sq), (heads_kv, sk), (heads_kv, sk))
     if layout == "bshd":
-        return randn(batch, sq, heads_q, head_dim), randn(batch, sk, heads_kv, head_dim), randn(batch, sk, heads_kv, head_dim)
+        return tuple(randn(batch, seqlen, heads, head_dim) for heads, seqlen in shapes)
     if layout == "bhsd":
-        return tuple(
-            randn(batch, heads, seqlen, head_dim).transpose(1, 2)
-            for heads, seqlen in ((heads_q, sq), (heads_kv, sk), (heads_kv, sk))
-        )
+        return tuple(randn(batch, heads, seqlen, head_dim).transpose(1, 2) for heads, seqlen in shapes)
     assert layout == "packed" and sq == sk and heads_q == heads_kv
     return randn(batch, sq, 3, heads_q, head_dim).unbind(2)
 

@@ -216,7 +216,8 @@ def qkv_layout(layout, batch, heads_q, heads_kv, sq, sk, head_dim, dtype, genera
         if layout == "bhsd":
             return torch.randn(batch, heads, seqlen, head_dim, dtype=dtype, device="cuda", generator=generator)
         # "bshd": a (b, s, h, d) projection viewed as (b, h, s, d), the usual model case
-        return torch.randn(batch, seqlen, heads, head_dim, dtype=dtype, device="cuda", generator=generator).transpose(1, 2)
+        bshd = torch.randn(batch, seqlen, heads, head_dim, dtype=dtype, device="cuda", generator=generator)
+        return bshd.transpose(1, 2)
 
     if layout == "packed":  # one (b, s, 3, h, d) qkv projection, sliced
         assert heads_q == heads_kv and sq == sk
@@ -252,8 +253,8 @@ def test_sdpa_matches_torch_on_gpu(library, monkeypatch, dtype, head_dim, is_cau
     expected = TORCH_SDPA(q, k, v, is_causal=is_causal, scale=scale, enable_gqa=gqa)
     out = served(monkeypatch, q, k, v, is_causal=is_causal, scale=scale, enable_gqa=gqa)
 
-    reference, _ = attention_ref(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale, is_causal, top_left=True)
-    reference = reference.transpose(1, 2)
+    q_bshd, k_bshd, v_bshd = (t.transpose(1, 2) for t in (q, k, v))
+    reference = attention_ref(q_bshd, k_bshd, v_bshd, scale, is_causal, top_left=True)[0].transpose(1, 2)
     assert out.shape == expected.shape and out.dtype == dtype
     assert out.transpose(1, 2).is_contiguous()  # the (b, h, s, d) view of the op's (b, s, h, d) output
     torch_error = (expected.double() - reference).abs().max().item()
