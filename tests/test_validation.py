@@ -1,0 +1,192 @@
+"""Every input check of torch.ops.flashcute.fwd (csrc/flash_api.cpp) and of the Python API, with its message.
+Bad input must give an error naming the argument and what was expected, never a crash or a wrong answer."""
+
+import math
+import re
+
+import pytest
+import torch
+
+import flashcute
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def fwd(q, k, v, softmax_scale=None, causal=False, causal_top_left=False, backend="auto"):
+    return torch.ops.flashcute.fwd(q, k, v, softmax_scale, causal, causal_top_left, backend)
+
+
+def qkv(batch=2, seqlen_q=16, seqlen_k=16, heads_q=4, heads_kv=4, head_dim=64, dtype=torch.float16, device="cuda"):
+    q = torch.randn(batch, seqlen_q, heads_q, head_dim, dtype=dtype, device=device)
+    k = torch.randn(batch, seqlen_k, heads_kv, head_dim, dtype=dtype, device=device)
+    return q, k, torch.randn_like(k)
+
+
+def raises(message):
+    return pytest.raises(RuntimeError, match=re.escape(f"flashcute.fwd: {message}"))
+
+
+def test_cpu_tensors_are_refused_with_a_clear_message():
+    try:
+        flashcute.load_extension()
+    except flashcute.FlashcuteUnavailable as error:
+        pytest.skip(f"the extension cannot load here: {error}")
+    q, k, v = qkv(device="cpu")
+    with raises("q must be a CUDA tensor, got a tensor on cpu"):
+        fwd(q, k, v)
+
+
+@cuda
+def test_cpu_tensor_among_cuda_tensors(library):
+    q, k, v = qkv()
+    with raises("k must be a CUDA tensor, got a tensor on cpu"):
+        fwd(q, k.cpu(), v)
+    with raises("q must be a CUDA tensor, got a tensor on cpu"):
+        fwd(q.cpu(), k, v)
+
+
+@cuda
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_tensors_on_two_devices(library):
+    q, k, v = qkv()
+    with raises("q, k and v must be on one device, got cuda:0, cuda:1 and cuda:0"):
+        fwd(q, k.to("cuda:1"), v)
+
+
+@cuda
+def test_rank(library):
+    q, k, v = qkv()
+    with raises("q must have 4 dimensions (batch, seqlen_q, heads_q, head_dim), got 3 (shape [16, 4, 64])"):
+        fwd(q[0], k, v)
+    with raises("k must have 4 dimensions (batch, seqlen_k, heads_kv, head_dim), got 5"):
+        fwd(q, k[None], v)
+    with raises("v must have 4 dimensions (batch, seqlen_k, heads_kv, head_dim), got 3"):
+        fwd(q, k, v[0])
+
+
+@cuda
+def test_last_dim_stride(library):
+    q, k, v = qkv(head_dim=128)
+    with raises("q must be contiguous in its last dimension (stride 1), got stride 2; call .contiguous() on it"):
+        fwd(q[..., ::2], k[..., :64], v[..., :64])
+    with raises("v must be contiguous in its last dimension (stride 1), got stride 2"):
+        fwd(q[..., :64], k[..., :64], v[..., ::2])
+
+
+@cuda
+def test_alignment(library):
+    q, k, v = qkv()
+    padded = torch.randn(2, 16, 4, 68, dtype=torch.float16, device="cuda")[..., :64]  # row stride of 68 elements
+    with raises("q must be 16-byte aligned (data pointer and the strides of its first three dimensions multiples "
+                "of 8 elements), got strides [4352, 272, 68, 1]"):
+        fwd(padded, k, v)
+    shifted = torch.randn(k.numel() + 1, dtype=torch.float16, device="cuda")[1:].view(k.shape)
+    with raises("k must be 16-byte aligned"):
+        fwd(q, shifted, v)
+
+
+@cuda
+def test_dtypes(library):
+    q, k, v = qkv()
+    with raises("q must have dtype float16 or bfloat16, got float32"):
+        fwd(q.float(), k.float(), v.float())
+    with raises("k must have the same dtype as q (float16), got bfloat16"):
+        fwd(q, k.bfloat16(), v)
+    with raises("v must have the same dtype as q (bfloat16), got float16"):
+        fwd(q.bfloat16(), k.bfloat16(), v)
+
+
+@cuda
+def test_shapes_must_agree(library):
+    q, k, v = qkv()
+    with raises("k and v must have the same shape, got k [2, 16, 4, 64] and v [2, 17, 4, 64]"):
+        fwd(q, k, torch.cat([v, v[:, :1]], dim=1))
+    q3, k3, v3 = qkv(batch=3)
+    with raises("k must have the batch size of q (2), got 3"):
+        fwd(q, k3, v3)
+    _, k128, v128 = qkv(head_dim=128)
+    with raises("k must have the head_dim of q (64), got 128"):
+        fwd(q, k128, v128)
+
+
+@cuda
+@pytest.mark.parametrize("head_dim", [12, 264])
+def test_head_dim(library, head_dim):
+    # Allocate rows of 16 (or 264) elements so the tensors pass the 16-byte alignment check first.
+    storage_dim = max(16, head_dim)
+    q, k, v = (t[..., :head_dim] for t in qkv(head_dim=storage_dim))
+    with raises(f"head_dim must be a multiple of 8 between 8 and 256, got {head_dim}"):
+        fwd(q, k, v)
+
+
+@cuda
+def test_heads_must_divide(library):
+    q, k, v = qkv(heads_q=6, heads_kv=4)
+    with raises("heads_q (6) must be a multiple of heads_kv (4) for multi/grouped-query attention"):
+        fwd(q, k, v)
+    q, k, v = qkv(heads_kv=0)
+    with raises("heads_q (4) must be a multiple of heads_kv (0)"):
+        fwd(q, k, v)
+
+
+@cuda
+def test_grid_limits(library):
+    # Expanded (stride-0) views: the checks come before any memory is touched or allocated.
+    q, k, v = qkv(batch=1, seqlen_q=1, seqlen_k=1, heads_q=1, heads_kv=1, head_dim=8)
+    with raises("batch and heads_q must be at most 65535, got 65536 and 1"):
+        fwd(*(t.expand(65536, 1, 1, 8) for t in (q, k, v)))
+    with raises("sequence lengths must be below 2^31"):
+        fwd(q.expand(1, 2**31, 1, 8), k, v)
+
+
+@cuda
+@pytest.mark.parametrize("scale", [math.inf, math.nan])
+def test_softmax_scale_must_be_finite(library, scale):
+    with raises(f"softmax_scale must be finite, got {scale}"):
+        fwd(*qkv(), softmax_scale=scale)
+
+
+@cuda
+def test_backend_name(library):
+    with raises("backend must be one of 'auto', 'sm80', 'sm90', got 'sm70'"):
+        fwd(*qkv(), backend="sm70")
+
+
+@cuda
+@pytest.mark.skipif(torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9, reason="off Hopper only")
+def test_sm90_backend_off_hopper(library):
+    major, minor = torch.cuda.get_device_capability()
+    with raises(f"backend 'sm90' needs a Hopper GPU (compute capability 9.x), got {major}.{minor}; use backend='sm80' or 'auto'"):
+        fwd(*qkv(), backend="sm90")
+
+
+@cuda
+def test_kernels_missing_from_the_build(library):
+    built = set(torch.ops.flashcute.built_kernels())
+    if torch.cuda.get_device_capability()[0] == 9 and not any(name.startswith("sm90") for name in built):
+        with raises("backend 'sm90' is not in this build (built kernels: "):
+            fwd(*qkv(), backend="sm90")
+    missing = [(dtype, name) for dtype, name in ((torch.float16, "fp16"), (torch.bfloat16, "bf16"))
+               if not any(k.startswith(f"sm80_{name}_hdim256") for k in built)]
+    if not missing:
+        pytest.skip("this build has every sm80 kernel (restrict it with FLASHCUTE_DTYPES/FLASHCUTE_HDIMS to test)")
+    dtype, _ = missing[0]
+    dtype_name = str(dtype).removeprefix("torch.")
+    with raises(f"no sm80 kernel for {dtype_name} with head_dim 256 is in this build (built kernels: "):
+        fwd(*qkv(head_dim=256, dtype=dtype), backend="sm80")
+
+
+# ------------------------------------------------------------------------------------------- Python API
+
+def test_flash_attn_func_backend_name():
+    with pytest.raises(ValueError, match="flash_attn_func: backend must be one of 'auto', 'sm80', 'sm90', got 'cuda'"):
+        flashcute.flash_attn_func(None, None, None, backend="cuda")
+
+
+@cuda
+def test_backward_is_a_clear_error(library):
+    q, k, v = (t.requires_grad_() for t in qkv())
+    out = flashcute.flash_attn_func(q, k, v, causal=True)
+    assert out.requires_grad
+    with pytest.raises(NotImplementedError, match="flashcute.fwd has no backward pass yet"):
+        out.float().sum().backward()
