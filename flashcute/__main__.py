@@ -26,19 +26,24 @@ def main() -> int:
 
 
 def show_layouts() -> int:
-    """Print the swizzled shared-memory atom the SM80 kernel tiles Q, K and V with (bf16, head dim >= 64)."""
+    """Print the SM80 kernel's tiles and swizzled shared-memory layouts (bf16, head dim 128)."""
     try:
+        from flashcute.kernel_configs import get_config
         from flashcute.layout import Int, Layout, Swizzle, composition, print_layout
     except ImportError as error:
         print(f"flashcute.layout is not available either ({error}).")
         return 0
+    config = get_config("sm80", "bf16", 128)
     print()
-    print("What flashcute.layout can show here: the SM80 kernel's shared-memory atom for Q/K/V tiles, an 8x64")
-    print("block of 16-bit elements, row-major, swizzled by Sw<3,3,3> so cp.async writes and ldmatrix reads")
-    print("touch all 32 banks without conflicts (the entry at (row, col) is the element's offset in smem):")
-    atom = composition(Swizzle(3, 3, 3), Layout((Int(8), Int(64)), (Int(64), Int(1))))
-    print(atom)
-    print_layout(atom)
+    print(f"What flashcute.layout can show here: the SM80 kernel for bf16, head dim 128 works on {config.block_m}x"
+          f"{config.block_n} tiles with {config.n_warps} warps and {config.smem_bytes // 1024} KiB of shared memory:")
+    print(f"  shared-memory atom  {config.smem_layout_atom}")
+    print(f"  Q tile in smem      {config.smem_layout_q}")
+    print(f"  K/V tile in smem    {config.smem_layout_kv}")
+    print("The swizzle in 16-byte chunks (8 bf16 each): entry (r, c) is the smem chunk holding chunk c of row r.")
+    print("Each row permutes its chunks differently, so the 8 rows of one column (what one ldmatrix phase reads)")
+    print("land in 8 different bank groups and cover all 32 banks without a conflict:")
+    print_layout(composition(Swizzle(3, 0, 3), Layout((Int(8), Int(8)), (Int(8), Int(1)))))
     return 0
 
 
