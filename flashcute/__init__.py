@@ -12,12 +12,13 @@ try:
 except ImportError:  # flashcute.layout needs only numpy and matplotlib
 
     def __getattr__(name):
-        if name in ("flash_attn_func", "load_extension", "build"):
+        if name in ("flash_attn_func", "load_extension", "build", "sdpa"):
             raise ImportError(f"flashcute.{name} needs PyTorch: pip install torch")
         raise AttributeError(f"module 'flashcute' has no attribute {name!r}")
 
 else:
     from flashcute._build import FlashcuteUnavailable, build
     from flashcute.interface import flash_attn_func, load_extension
+    from flashcute.sdpa import sdpa  # the function; the module stays importable as flashcute.sdpa
 
-__all__ = ["FlashcuteUnavailable", "__version__", "build", "flash_attn_func", "load_extension"]
+__all__ = ["FlashcuteUnavailable", "__version__", "build", "flash_attn_func", "load_extension", "sdpa"]
