@@ -1,5 +1,6 @@
-// Host side of the SM90 forward: checks what TMA requires, encodes the tensor maps (passed to the kernel as
-// __grid_constant__ parameters, nothing allocated), sizes the persistent grid and launches on the stream.
+// Host side of the SM90 forward: checks what TMA requires (requirements.h), encodes the tensor maps (passed
+// to the kernel as __grid_constant__ parameters, nothing allocated), sizes the persistent grid and launches
+// on the caller's stream.
 #pragma once
 
 #include <cstdint>
@@ -11,27 +12,24 @@
 #include "common/flash_params.h"
 #include "sm90/kernel.h"
 #include "sm90/kernel_traits.h"
+#include "sm90/requirements.h"
 
 namespace flashcute::sm90 {
 
-// Why the SM90 kernel cannot take these parameters, or an empty string if it can. TMA needs 16-byte
-// aligned base addresses and strides that are multiples of 16 bytes; the softmax needs a positive scale
-// (the row max of the unscaled scores is the max of the scaled ones).
-inline std::string unsupported_reason(FwdParams const& p, int element_bytes = 2) {
-  auto aligned = [](void const* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  auto stride_ok = [&](int64_t stride) { return (stride * element_bytes) % 16 == 0; };
-  if (!aligned(p.q_ptr) || !aligned(p.k_ptr) || !aligned(p.v_ptr) || !aligned(p.o_ptr)) {
-    return "q, k, v and out must start at 16-byte aligned addresses";
-  }
-  int64_t const strides[] = {p.q_batch_stride, p.q_row_stride, p.q_head_stride, p.k_batch_stride,
-                             p.k_row_stride,   p.k_head_stride, p.v_batch_stride, p.v_row_stride,
-                             p.v_head_stride,  p.o_batch_stride, p.o_row_stride, p.o_head_stride};
-  for (int64_t s : strides) {
-    if (!stride_ok(s) || s < 0) { return "every batch, sequence and head stride must be a non-negative multiple of 8 elements"; }
-  }
-  if (p.head_dim % 8 != 0) { return "head_dim must be a multiple of 8"; }
-  if (!(p.softmax_scale > 0.f)) { return "softmax_scale must be positive"; }
-  return "";
+// Tensor maps need a valid stride even for a dimension with a single index, where the caller's stride is
+// arbitrary (torch keeps any value for size-1 dims): give those 16 bytes.
+inline FwdParams with_tma_strides(FwdParams p) {
+  int64_t const unused = 8;  // elements
+  auto fix = [&](int64_t& stride, int extent) {
+    if (extent <= 1) { stride = unused; }
+  };
+  fix(p.q_batch_stride, p.batch), fix(p.k_batch_stride, p.batch), fix(p.v_batch_stride, p.batch);
+  fix(p.o_batch_stride, p.batch);
+  fix(p.q_row_stride, p.seqlen_q), fix(p.o_row_stride, p.seqlen_q);
+  fix(p.k_row_stride, p.seqlen_k), fix(p.v_row_stride, p.seqlen_k);
+  fix(p.q_head_stride, p.heads_q), fix(p.o_head_stride, p.heads_q);
+  fix(p.k_head_stride, p.heads_kv), fix(p.v_head_stride, p.heads_kv);
+  return p;
 }
 
 template <class Traits>
@@ -57,11 +55,16 @@ template <typename Element, int kHeadDim>
 void run_fwd(FwdParams const& params, cudaStream_t stream) {
   std::string const reason = unsupported_reason(params, sizeof(Element));
   if (!reason.empty()) { throw std::invalid_argument("flashcute sm90 backend: " + reason); }
+  if (params.head_dim > kHeadDim) {
+    throw std::invalid_argument("flashcute sm90 backend: head_dim " + std::to_string(params.head_dim) +
+                                " exceeds this kernel's " + std::to_string(kHeadDim));
+  }
   if (params.batch == 0 || params.heads_q == 0 || params.seqlen_q == 0) { return; }
+  FwdParams const tma_params = with_tma_strides(params);
   if (params.causal) {
-    launch<KernelTraits<Element, kHeadDim, true>>(params, stream);
+    launch<KernelTraits<Element, kHeadDim, true>>(tma_params, stream);
   } else {
-    launch<KernelTraits<Element, kHeadDim, false>>(params, stream);
+    launch<KernelTraits<Element, kHeadDim, false>>(tma_params, stream);
   }
 }
 
