@@ -1,11 +1,10 @@
 // What the SM90 kernel needs from its inputs beyond the op's contract, checked on the host (torch-free and
 // CUTLASS-free, so the torch-facing file can ask before choosing this backend). TMA reads and writes
 // through tensor maps: 16-byte aligned base addresses and strides that are positive multiples of 16 bytes
-// below 2^40. A stride of a dimension with one index is never used and is not checked. The softmax takes
-// the row max of the unscaled scores, which is the max of the scaled ones only for a positive scale.
+// below 2^40 (so no broadcast stride 0). A stride of a dimension with one index is never used and is not
+// checked.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -13,28 +12,38 @@
 
 namespace flashcute::sm90 {
 
-// Empty when the SM90 kernel can run these parameters, else the reason.
+// Empty when the SM90 kernel can run these parameters, else the reason, naming the tensor.
 inline std::string unsupported_reason(FwdParams const& p, int element_bytes) {
-  auto aligned = [](void const* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  auto stride_ok = [&](int64_t stride, int extent) {
-    return extent <= 1 || (stride > 0 && (stride * element_bytes) % 16 == 0 && stride * element_bytes < (int64_t(1) << 40));
+  auto check = [&](char const* name, void const* ptr, int64_t batch_stride, int64_t row_stride, int64_t head_stride,
+                   int seqlen, int heads) -> std::string {
+    auto stride_ok = [&](int64_t stride, int extent) {
+      int64_t const bytes = stride * element_bytes;
+      return extent <= 1 || (stride > 0 && bytes % 16 == 0 && bytes < (int64_t(1) << 40));
+    };
+    if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) {
+      return std::string(name) + " must start at a 16-byte aligned address for TMA";
+    }
+    if (!stride_ok(batch_stride, p.batch) || !stride_ok(row_stride, seqlen) || !stride_ok(head_stride, heads)) {
+      return std::string(name) + " needs batch, sequence and head strides that are positive multiples of 16 bytes "
+             "for TMA, got " + std::to_string(batch_stride) + ", " + std::to_string(row_stride) + ", " +
+             std::to_string(head_stride) + " elements";
+    }
+    return "";
   };
-  bool const has_keys = p.seqlen_k > 0;
-  if (!aligned(p.q_ptr) || !aligned(p.o_ptr) || (has_keys && (!aligned(p.k_ptr) || !aligned(p.v_ptr)))) {
-    return "q, k, v and out must start at 16-byte aligned addresses";
+  std::string reason = check("q", p.q_ptr, p.q_batch_stride, p.q_row_stride, p.q_head_stride, p.seqlen_q, p.heads_q);
+  if (reason.empty()) {
+    reason = check("out", p.o_ptr, p.o_batch_stride, p.o_row_stride, p.o_head_stride, p.seqlen_q, p.heads_q);
   }
-  bool strides_ok = stride_ok(p.q_batch_stride, p.batch) && stride_ok(p.q_row_stride, p.seqlen_q) &&
-                    stride_ok(p.q_head_stride, p.heads_q) && stride_ok(p.o_batch_stride, p.batch) &&
-                    stride_ok(p.o_row_stride, p.seqlen_q) && stride_ok(p.o_head_stride, p.heads_q);
-  if (has_keys) {
-    strides_ok = strides_ok && stride_ok(p.k_batch_stride, p.batch) && stride_ok(p.k_row_stride, p.seqlen_k) &&
-                 stride_ok(p.k_head_stride, p.heads_kv) && stride_ok(p.v_batch_stride, p.batch) &&
-                 stride_ok(p.v_row_stride, p.seqlen_k) && stride_ok(p.v_head_stride, p.heads_kv);
+  if (reason.empty() && p.seqlen_k > 0) {  // with no keys, k and v are never read
+    reason = check("k", p.k_ptr, p.k_batch_stride, p.k_row_stride, p.k_head_stride, p.seqlen_k, p.heads_kv);
   }
-  if (!strides_ok) { return "batch, sequence and head strides must be positive multiples of 16 bytes"; }
-  if (p.head_dim <= 0 || p.head_dim % 8 != 0) { return "head_dim must be a positive multiple of 8"; }
-  if (!(p.softmax_scale > 0.f) || !std::isfinite(p.softmax_scale)) { return "softmax_scale must be positive and finite"; }
-  return "";
+  if (reason.empty() && p.seqlen_k > 0) {
+    reason = check("v", p.v_ptr, p.v_batch_stride, p.v_row_stride, p.v_head_stride, p.seqlen_k, p.heads_kv);
+  }
+  if (reason.empty() && (p.head_dim <= 0 || p.head_dim % 8 != 0)) {
+    reason = "head_dim must be a positive multiple of 8, got " + std::to_string(p.head_dim);
+  }
+  return reason;
 }
 
 }  // namespace flashcute::sm90
