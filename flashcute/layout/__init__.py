@@ -34,3 +34,7 @@ from .swizzle import (
     get_swizzle_portion, get_nonswizzle_portion, as_position_independent_swizzle_layout,
     sm80_swizzle_atom, gmma_smem_atom,
 )
+from .tensor import (
+    Tensor, make_tensor, make_identity_tensor, make_coord_tensor, local_tile, local_partition,
+    inner_partition, outer_partition, elem_less_mask,
+)

@@ -191,10 +191,28 @@ def all_underscore(x):
 def as_int_tuple(x, what="int-tuple"):
     """Normalise user input to an IntTuple: lists become tuples, numpy integers become ``int``.
 
-    Raises TypeError naming ``what`` for anything that is not an integer or a nested tuple of them.
+    Raises TypeError naming ``what`` for anything that is not an integer or a nested tuple of them,
+    and ValueError for nesting deeper than :data:`MAX_DEPTH` (instead of a RecursionError).
     """
+    _check_depth(x, what)
+    return _as_int_tuple(x, what)
+
+
+MAX_DEPTH = 64
+
+
+def _check_depth(x, what):
+    level, depth = [x], 0
+    while level:
+        level = [a for t in level if isinstance(t, (tuple, list)) for a in t]
+        depth += 1
+        if depth > MAX_DEPTH:
+            raise ValueError(f"{what}: nested deeper than {MAX_DEPTH} levels")
+
+
+def _as_int_tuple(x, what):
     if isinstance(x, (tuple, list)):
-        return tuple(as_int_tuple(a, what) for a in x)
+        return tuple(_as_int_tuple(a, what) for a in x)
     if isinstance(x, (Int, Underscore, ScaledBasis)):
         return x
     if _is_plain_int(x):
@@ -833,6 +851,8 @@ def crd2idx(coord, shape, stride=None):
             raise ValueError(f"crd2idx: shape {shape!r} and stride {stride!r} are not congruent")
         if not shape:
             return Int(0)
+        if isinstance(coord, Underscore):
+            coord = Int(0)
         if is_constant(0, coord):
             r = Int(0)
             for s, d in zip(shape, stride):
@@ -849,7 +869,7 @@ def crd2idx(coord, shape, stride=None):
         v = crd2idx(coord, shape[-1], stride[-1])
         return v if r is None else _add(r, v)
     if isinstance(coord, Underscore):
-        raise TypeError("crd2idx: '_' is not a coordinate (slice instead)")
+        coord = Int(0)  # C++'s Underscore is an Int<0>: slice_and_offset's offset ignores sliced modes
     return coord * stride
 
 

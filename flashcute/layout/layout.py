@@ -192,6 +192,10 @@ def _is_composed(x):
     return getattr(x, "is_composed_layout", False)
 
 
+def _is_tensor(x):
+    return getattr(x, "is_tensor", False)
+
+
 def _swizzle_module():
     from . import swizzle
 
@@ -318,6 +322,8 @@ def coprofile(layout):
 
 def get(x, *modes):
     """``get<modes...>(layout)``: the sub-layout of a mode (also for ComposedLayout / int-tuples)."""
+    if _is_tensor(x):
+        return x._with_layout(get(x.layout, *modes))
     if _is_composed(x):
         return x._rebuild(get(x.layout_b, *modes))
     if isinstance(x, Layout):
@@ -341,6 +347,8 @@ def _per_layout(fn, x, *args):
 
 
 def take(x, b, e):
+    if _is_tensor(x):
+        return x._with_layout(take(x.layout, b, e))
     if not isinstance(x, Layout) and not _is_composed(x):
         return _take(x, b, e)
     if not b < e:
@@ -349,12 +357,16 @@ def take(x, b, e):
 
 
 def select(x, *idx):
+    if _is_tensor(x):
+        return x._with_layout(select(x.layout, *idx))
     if not isinstance(x, Layout) and not _is_composed(x):
         return _select(x, *idx)
     return _per_layout(_select, x, *idx)
 
 
 def flatten_layout(x):
+    if _is_tensor(x):
+        return x._with_layout(flatten_layout(x.layout))
     return _per_layout(flatten, x)
 
 
@@ -384,6 +396,8 @@ def replace(x, n, y):
 
 
 def group(x, b, e=None):
+    if _is_tensor(x):
+        return x._with_layout(group(x.layout, b, e))
     return _per_layout(_group, x, b, e)
 
 
@@ -490,6 +504,8 @@ def coalesce(x, profile=None):
 
     Also accepts a shape (int-tuple): combines neighbouring modes of equal static-ness.
     """
+    if _is_tensor(x):
+        return x._with_layout(coalesce(x.layout, profile))
     if _is_composed(x):
         return x._rebuild(coalesce(x.layout_b, profile))
     if not isinstance(x, Layout):
@@ -580,6 +596,8 @@ def composition(lhs, rhs, *more):
     ``composition(A, offset, B)`` builds a ComposedLayout.  Swizzles and composed layouts are
     accepted on either side.  Non-divisible compositions raise ValueError.
     """
+    if _is_tensor(lhs):
+        return lhs._with_layout(composition(lhs.layout, rhs, *more))
     if more:
         if len(more) != 1:
             raise TypeError("composition takes 2 or 3 arguments")
@@ -785,6 +803,8 @@ def _as_tiler(t):
 
 def logical_divide(x, tiler):
     """C++ ``logical_divide``: ``x o (tiler, complement(tiler))``; by mode for a tuple tiler."""
+    if _is_tensor(x):
+        return x._with_layout(logical_divide(x.layout, tiler))
     if _is_composed(x):
         return x._rebuild(logical_divide(x.layout_b, tiler))
     tiler = _as_tiler(tiler)
@@ -799,6 +819,8 @@ def logical_divide(x, tiler):
 
 def zipped_divide(x, tiler):
     """``((tile modes), (rest modes))`` (C++ ``zipped_divide``)."""
+    if _is_tensor(x):
+        return x._with_layout(zipped_divide(x.layout, tiler))
     tiler = _as_tiler(tiler)
     return tile_unzip(logical_divide(x, tiler), tiler)
 
@@ -814,11 +836,15 @@ def _unpack(x, unpack_first):
 
 def tiled_divide(x, tiler):
     """``((tile modes), rest0, rest1, ...)`` (C++ ``tiled_divide``)."""
+    if _is_tensor(x):
+        return x._with_layout(tiled_divide(x.layout, tiler))
     return _unpack(zipped_divide(x, tiler), False)
 
 
 def flat_divide(x, tiler):
     """``(tile0, tile1, ..., rest0, rest1, ...)`` (C++ ``flat_divide``)."""
+    if _is_tensor(x):
+        return x._with_layout(flat_divide(x.layout, tiler))
     return _unpack(zipped_divide(x, tiler), True)
 
 

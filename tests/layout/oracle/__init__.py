@@ -266,14 +266,21 @@ def _diagnostic_for(err, line):
 
 def run_cases(name, cases, prelude="", chunk=DEFAULT_CHUNK):
     """Compile and run generated C++ cases (one statement per case); one output (or CxxRejected) per case."""
-    cases = list(cases)
-    chunks = [cases[i:i + chunk] for i in range(0, len(cases), chunk)]
+    return run_case_sets({name: list(cases)}, prelude, chunk)[name]
+
+
+def run_case_sets(sets, prelude="", chunk=DEFAULT_CHUNK):
+    """``run_cases`` for several named case lists at once, all chunks sharing one pool of compilers."""
     toolchain()
     _pch_dir()
-    workers = max(1, min(len(chunks), os.cpu_count() or 2))
+    jobs = [(name, i, cases[i:i + chunk]) for name, cases in sets.items() for i in range(0, len(cases), chunk)]
+    workers = max(1, min(len(jobs), os.cpu_count() or 2))
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        parts = list(pool.map(lambda ic: _run_chunk(f"{name}{ic[0]}", ic[1], prelude), enumerate(chunks)))
-    return [out for part in parts for out in part]
+        parts = list(pool.map(lambda job: _run_chunk(f"{job[0]}{job[1] // chunk}", job[2], prelude), jobs))
+    out = {name: [] for name in sets}
+    for (name, _i, _c), part in zip(jobs, parts):
+        out[name].extend(part)
+    return out
 
 
 def compiles(body, prelude=""):
@@ -295,8 +302,12 @@ def compiles(body, prelude=""):
 
 def cpp(x):
     """C++ expression building the CuTe object equal to the Python layout object ``x``."""
-    from flashcute.layout import ComposedLayout, Int, Layout, ScaledBasis, SmemPtrFlag, Swizzle, Underscore
+    from flashcute.layout import (
+        ComposedLayout, Int, Layout, LayoutLeft, LayoutRight, ScaledBasis, SmemPtrFlag, Swizzle, Underscore,
+    )
 
+    if x is LayoutLeft or x is LayoutRight:
+        return f"{x!r}{{}}"
     if isinstance(x, SmemPtrFlag):
         return f"smem_ptr_flag_bits<{x.bits}>{{}}"
     if isinstance(x, Int):
