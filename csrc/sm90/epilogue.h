@@ -39,7 +39,8 @@ struct Epilogue {
     ShapeQKVO const shape_o = make_shape(p.seqlen_q, p.head_dim, p.heads_q, p.batch);
     Tensor mO = make_tensor(make_gmem_ptr(static_cast<Element*>(p.o_ptr)), shape_o,
                             make_stride(p.o_row_stride, _1{}, p.o_head_stride, p.o_batch_stride));
-    return {make_tma_copy(SM90_TMA_STORE{}, mO, typename Traits::SmemLayoutO{}, select<0, 2>(TileShape_MNK{}), _1{}),
+    return {make_tma_copy(SM90_TMA_STORE{}, mO, typename Traits::SmemLayoutO{}, select<0, 2>(TileShape_MNK{}),
+                          _1{}),
             shape_o};
   }
 

@@ -97,9 +97,11 @@ struct Mainloop {
     Tensor mV = params.tma_load_v.get_tma_tensor(params.shape_kv);
     // Slicing one (head, batch) first keeps every box inside it: rows past seqlen are out of bounds.
     Tensor gQ = local_tile(mQ(_, _, tile.head, tile.batch), select<0, 2>(TileShape_MNK{}),
-                           make_coord(tile.m_block, _0{}));                                            // (M, D)
-    Tensor gK = local_tile(mK(_, _, head_kv, tile.batch), select<1, 2>(TileShape_MNK{}), make_coord(_, _0{}));  // (N, D, n)
-    Tensor gV = local_tile(mV(_, _, head_kv, tile.batch), select<1, 2>(TileShape_MNK{}), make_coord(_, _0{}));  // (N, D, n)
+                           make_coord(tile.m_block, _0{}));  // (M, D)
+    Tensor gK = local_tile(mK(_, _, head_kv, tile.batch), select<1, 2>(TileShape_MNK{}),
+                           make_coord(_, _0{}));  // (N, D, n)
+    Tensor gV = local_tile(mV(_, _, head_kv, tile.batch), select<1, 2>(TileShape_MNK{}),
+                           make_coord(_, _0{}));  // (N, D, n)
 
     Tensor sQ = make_tensor(make_smem_ptr(shared.smem_q.data()), typename Traits::SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(shared.smem_k.data()), typename Traits::SmemLayoutK{});
@@ -213,13 +215,18 @@ struct Mainloop {
       constexpr bool kFirst = decltype(first)::value;
       constexpr bool kMasked = decltype(masked)::value;
       if constexpr (kMasked) {
-        apply_mask<kCausal>(scores, tScS, m_block * kBlockM, n_block * kBlockN, fwd.seqlen_k, fwd.causal_offset);
+        apply_mask<kCausal>(scores, tScS, m_block * kBlockM, n_block * kBlockN, fwd.seqlen_k,
+                            fwd.causal_offset);
       }
       fill(correction, 1.f);
       softmax.template rescale<kFirst, kMasked>(scores, correction, fwd.softmax_scale_log2);
     };
-    auto issue_s = [&]() CUTLASS_LAMBDA_FUNC_INLINE { gemm</*kZeroInit=*/true>(tiled_mma_s, tSrQ, tSrK(_, _, _, k_state.index()), tSrS); };
-    auto issue_pv = [&]() CUTLASS_LAMBDA_FUNC_INLINE { gemm</*kZeroInit=*/false>(tiled_mma_o, tOrP, tOrV(_, _, _, v_state.index()), tOrO); };
+    auto issue_s = [&]() CUTLASS_LAMBDA_FUNC_INLINE {
+      gemm</*kZeroInit=*/true>(tiled_mma_s, tSrQ, tSrK(_, _, _, k_state.index()), tSrS);
+    };
+    auto issue_pv = [&]() CUTLASS_LAMBDA_FUNC_INLINE {
+      gemm</*kZeroInit=*/false>(tiled_mma_o, tOrP, tOrV(_, _, _, v_state.index()), tOrO);
+    };
     auto release_k = [&](int n_block) CUTLASS_LAMBDA_FUNC_INLINE {
       pipeline_k.consumer_release(k_state);
       ++k_state;
