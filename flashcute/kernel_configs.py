@@ -19,9 +19,12 @@ from .layout import (
     Int, Layout, LayoutRight, Swizzle, composition, cosize, get_nonswizzle_portion, make_layout,
     tile_to_shape, to_str,
 )
+from .layout.atoms import copy_atom, mma_atom
+from .layout.tiled import make_tiled_copy, make_tiled_copy_A, make_tiled_copy_B, make_tiled_copy_C, make_tiled_mma
 
 DTYPES = ("fp16", "bf16")
 ELEMENT_BITS = {"fp16": 16, "bf16": 16}
+CUTE_TYPE = {"fp16": "half_t", "bf16": "bfloat16_t"}
 
 # csrc/sm80/kernel_traits.h DefaultTraits: head dim -> (kBlockM, kBlockN, kNWarps).
 SM80_SHIPPED = {
@@ -117,6 +120,38 @@ class Sm80Config:
     def smem_bytes(self):
         return (self.smem_q_elems + 2 * self.kv_stages * self.smem_kv_elems) * self.element_bytes
 
+    # -- tensor cores and shared memory -> registers --------------------------------------------
+    @property
+    def element_type(self):
+        return CUTE_TYPE[self.dtype]
+
+    @property
+    def mma_op(self):
+        return "SM80_16x8x16_F32F16F16F32_TN" if self.dtype == "fp16" else "SM80_16x8x16_F32BF16BF16F32_TN"
+
+    @cached_property
+    def tiled_mma(self):
+        """Warps stacked along M, each owning 16-row slabs of the Q block."""
+        return make_tiled_mma(mma_atom(self.mma_op), Layout((Int(self.n_warps), Int(1), Int(1))),
+                              (Int(16 * self.n_warps), Int(16), Int(16)))
+
+    @cached_property
+    def smem_tiled_copy_q(self):
+        return make_tiled_copy_A(copy_atom("SM75_U32x4_LDSM_N", self.element_type), self.tiled_mma)
+
+    @cached_property
+    def smem_tiled_copy_k(self):
+        return make_tiled_copy_B(copy_atom("SM75_U32x4_LDSM_N", self.element_type), self.tiled_mma)
+
+    @cached_property
+    def smem_tiled_copy_v(self):
+        return make_tiled_copy_B(copy_atom("SM75_U16x8_LDSM_T", self.element_type), self.tiled_mma)
+
+    @cached_property
+    def smem_tiled_copy_o(self):
+        return make_tiled_copy_C(copy_atom("AutoVectorizingCopyWithAssumedAlignment<128>", self.element_type),
+                                 self.tiled_mma)
+
     # -- global memory copies ----------------------------------------------------------------
     @property
     def gmem_elems_per_load(self):
@@ -130,6 +165,20 @@ class Sm80Config:
     def gmem_layout_atom(self):
         per_row = self.gmem_threads_per_row
         return Layout((Int(self.n_threads // per_row), Int(per_row)), (Int(per_row), Int(1)))
+
+    def _gmem_tiled_copy(self, op):
+        return make_tiled_copy(copy_atom(op, self.element_type), self.gmem_layout_atom,
+                               Layout((Int(1), Int(self.gmem_elems_per_load))))
+
+    @cached_property
+    def gmem_tiled_copy_qkv(self):
+        """128-bit cp.async into shared memory (zero-filling rows and columns out of bounds)."""
+        return self._gmem_tiled_copy("SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<uint128_t>")
+
+    @cached_property
+    def gmem_tiled_copy_o(self):
+        """128-bit loads from the O staging buffer, 128-bit stores to global memory."""
+        return self._gmem_tiled_copy("UniversalCopy<uint128_t>")
 
     # -- everything, as C++ prints it ----------------------------------------------------------
     def printed(self):
@@ -155,8 +204,29 @@ class Sm80Config:
             "SmemLayoutVtNoSwizzle": self.smem_layout_vt_noswizzle,
             "SmemLayoutO": self.smem_layout_o,
             "GmemLayoutAtom": self.gmem_layout_atom,
+            "TiledMma.ThrLayoutVMNK": self.tiled_mma.thr_layout_vmnk,
+            "TiledMma.tile_shape": self.tiled_mma.tile_shape,
+            "TiledMma.layoutA_TV": self.tiled_mma.get_layoutA_TV(),
+            "TiledMma.layoutB_TV": self.tiled_mma.get_layoutB_TV(),
+            "TiledMma.layoutC_TV": self.tiled_mma.get_layoutC_TV(),
         }
+        for name, tiled_copy in self.tiled_copies().items():
+            fields[f"{name}.Tiler_MN"] = tiled_copy.tiler_mn
+            fields[f"{name}.TiledLayout_TV"] = tiled_copy.layout_tv
+            fields[f"{name}.layoutS_TV"] = tiled_copy.get_layoutS_TV()
+            fields[f"{name}.layoutD_TV"] = tiled_copy.get_layoutD_TV()
         return {name: str(value) if not isinstance(value, tuple) else to_str(value) for name, value in fields.items()}
+
+    def tiled_copies(self):
+        """Every TiledCopy of the kernel, by the name print_kernel_layouts.cpp gives it."""
+        return {
+            "GmemTiledCopyQKV": self.gmem_tiled_copy_qkv,
+            "SmemTiledCopyQ": self.smem_tiled_copy_q,
+            "SmemTiledCopyK": self.smem_tiled_copy_k,
+            "SmemTiledCopyV": self.smem_tiled_copy_v,
+            "SmemTiledCopyO": self.smem_tiled_copy_o,
+            "GmemTiledCopyO": self.gmem_tiled_copy_o,
+        }
 
     @property
     def header(self):

@@ -1,0 +1,110 @@
+"""The Python mirror of every shipped kernel configuration equals what the kernels' own C++ headers build.
+
+csrc/tools/print_kernel_layouts.cpp includes the kernel-traits headers and prints every layout, TiledMMA
+and TiledCopy with cute::print; flashcute.kernel_configs builds the same objects with flashcute.layout.
+They must agree character for character, for every configuration the instantiations ship.
+
+Needs g++ and the CUTLASS/CUDA headers (no GPU); without them the test fails saying what is missing.
+The compiled program is cached by a hash of its source, the csrc headers and the toolchain.
+"""
+
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from flashcute.kernel_configs import shipped_configs  # noqa: E402
+from tests.layout import oracle  # noqa: E402
+
+TOOL = ROOT / "csrc" / "tools" / "print_kernel_layouts.cpp"
+
+
+def _program_digest(identity):
+    h = hashlib.sha256(identity.encode())
+    for path in [TOOL, *sorted((ROOT / "csrc").rglob("*.h"))]:
+        h.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:20]
+
+
+@lru_cache(maxsize=None)
+def cxx_output():
+    """stdout of print_kernel_layouts (built once per source/header/toolchain version)."""
+    try:
+        exe, flags, identity = oracle.toolchain()
+    except oracle.OracleUnavailable as e:
+        pytest.fail(f"cannot build csrc/tools/print_kernel_layouts.cpp: {e}")
+    binary = oracle.cache_dir() / f"print_kernel_layouts-{_program_digest(identity)}"
+    if not binary.is_file():
+        with tempfile.TemporaryDirectory(dir=binary.parent) as tmp:
+            out = Path(tmp) / "a.out"
+            r = subprocess.run([exe, *flags, f"-I{ROOT / 'csrc'}", str(TOOL), "-o", str(out)],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                pytest.fail(f"csrc/tools/print_kernel_layouts.cpp does not compile host-only:\n{r.stderr[-6000:]}")
+            os.replace(out, binary)
+    r = subprocess.run([str(binary)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, f"print_kernel_layouts exited with {r.returncode}:\n{r.stderr[-4000:]}"
+    return r.stdout
+
+
+def parse(text):
+    """{"<arch> <dtype> hdim<d>": {field: value}} from the program's output."""
+    blocks, current = {}, None
+    for line in text.splitlines():
+        if line.startswith("== "):
+            current = blocks.setdefault(line[3:], {})
+        elif line:
+            name, sep, value = line.partition(": ")
+            assert sep and current is not None, f"unexpected line in print_kernel_layouts output: {line!r}"
+            current[name] = value
+    return blocks
+
+
+def shipped_instantiations():
+    """(arch, dtype, head dim) of every generated kernel instantiation."""
+    found = set()
+    for path in (ROOT / "csrc" / "instantiations").glob("fwd_*.cu"):
+        m = re.fullmatch(r"fwd_(sm\d+)_(fp16|bf16)_hdim(\d+)", path.stem)
+        assert m, f"unexpected instantiation file name {path.name}"
+        found.add(f"{m[1]} {m[2]} hdim{m[3]}")
+    return found
+
+
+CONFIGS = shipped_configs()
+
+
+def test_program_prints_every_instantiated_sm80_config():
+    printed = set(parse(cxx_output()))
+    shipped = {name for name in shipped_instantiations() if name.startswith("sm80 ")}
+    assert shipped, "no sm80 instantiations found under csrc/instantiations"
+    assert shipped <= printed, f"print_kernel_layouts misses shipped configurations: {sorted(shipped - printed)}"
+
+
+def test_mirror_describes_every_printed_config():
+    printed = set(parse(cxx_output()))
+    mirrored = {cfg.header for cfg in CONFIGS}
+    assert printed == mirrored, (f"only in C++: {sorted(printed - mirrored)}; "
+                                 f"only in flashcute.kernel_configs: {sorted(mirrored - printed)}")
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.header.replace(" ", "-"))
+def test_mirror_equals_cxx(cfg):
+    cxx = parse(cxx_output()).get(cfg.header)
+    assert cxx is not None, f"print_kernel_layouts printed nothing for {cfg.header}"
+    mirror = cfg.printed()
+    assert list(mirror) == list(cxx), (f"{cfg.header}: field names differ; only in C++: "
+                                       f"{[k for k in cxx if k not in mirror]}, only in the mirror: "
+                                       f"{[k for k in mirror if k not in cxx]}")
+    diffs = [f"  {name}:\n    C++:    {cxx[name]}\n    mirror: {mirror[name]}"
+             for name in cxx if cxx[name] != mirror[name]]
+    assert not diffs, f"{cfg.header}: the mirror differs from C++ CuTe:\n" + "\n".join(diffs)
