@@ -17,6 +17,7 @@
 
 #include "common/flash_params.h"
 #include "common/registry.h"
+#include "sm90/requirements.h"
 
 namespace flashcute {
 
@@ -102,9 +103,10 @@ DeviceInfo device_info(int device) {
   return info;
 }
 
-Arch choose_backend(std::string const& backend, DeviceInfo const& props, DType dtype, int head_dim) {
-  TORCH_CHECK(backend == "auto" || backend == "sm80" || backend == "sm90",
-              "flashcute.fwd: backend must be one of 'auto', 'sm80', 'sm90', got '", backend, "'");
+// "auto" takes the SM90 kernel on Hopper when one is built for (dtype, head dim) and TMA can address the
+// inputs (sm90_unsupported empty); otherwise the SM80 kernel, which runs on any sm_80+ GPU.
+Arch choose_backend(std::string const& backend, DeviceInfo const& props, DType dtype, int head_dim,
+                    std::string const& sm90_unsupported) {
   TORCH_CHECK(props.major >= 8, "flashcute.fwd: flashcute needs an NVIDIA GPU of compute capability 8.0 or newer "
               "(Ampere+), got ", props.major, ".", props.minor);
   if (backend == "sm90") {
@@ -112,9 +114,12 @@ Arch choose_backend(std::string const& backend, DeviceInfo const& props, DType d
                 props.major, ".", props.minor, "; use backend='sm80' or 'auto'");
     TORCH_CHECK(arch_built(Arch::kSm90), "flashcute.fwd: backend 'sm90' is not in this build (built kernels: ",
                 built_kernel_list(), "); build with FLASHCUTE_CUDA_ARCHS including 9.0a");
+    TORCH_CHECK(sm90_unsupported.empty(), "flashcute.fwd: backend 'sm90' cannot take these inputs: ",
+                sm90_unsupported, "; use backend='sm80' or 'auto', or pass contiguous tensors");
     return Arch::kSm90;
   }
-  if (backend == "auto" && props.major == 9 && find_kernel(Arch::kSm90, dtype, head_dim) != nullptr) {
+  if (backend == "auto" && props.major == 9 && sm90_unsupported.empty() &&
+      find_kernel(Arch::kSm90, dtype, head_dim) != nullptr) {
     return Arch::kSm90;
   }
   return Arch::kSm80;
@@ -160,17 +165,17 @@ std::tuple<at::Tensor, at::Tensor> fwd(at::Tensor const& q, at::Tensor const& k,
   TORCH_CHECK(seqlen_q < (int64_t(1) << 31) && seqlen_k < (int64_t(1) << 31),
               "flashcute.fwd: sequence lengths must be below 2^31");
   double const scale = softmax_scale.value_or(1.0 / std::sqrt(double(head_dim)));
-  TORCH_CHECK(std::isfinite(scale), "flashcute.fwd: softmax_scale must be finite, got ", scale);
+  // The online softmax tracks the row maximum of the unscaled scores, which is the maximum of the scaled ones
+  // only for a positive scale.
+  TORCH_CHECK(std::isfinite(scale) && scale > 0, "flashcute.fwd: softmax_scale must be positive and finite, got ",
+              scale);
   std::string const backend(backend_arg);
 
   c10::cuda::CUDAGuard device_guard(q.device());
   DeviceInfo const props = device_info(q.get_device());
+  TORCH_CHECK(backend == "auto" || backend == "sm80" || backend == "sm90",
+              "flashcute.fwd: backend must be one of 'auto', 'sm80', 'sm90', got '", backend, "'");
   DType const kernel_dtype = dtype == at::kBFloat16 ? DType::kBFloat16 : DType::kFloat16;
-  Arch const arch = choose_backend(backend, props, kernel_dtype, int(head_dim));
-  RegisteredKernel const* kernel = find_kernel(arch, kernel_dtype, int(head_dim));
-  TORCH_CHECK(kernel != nullptr, "flashcute.fwd: no ", arch_name(arch), " kernel for ", dtype_name(kernel_dtype),
-              " with head_dim ", head_dim, " is in this build (built kernels: ", built_kernel_list(),
-              "); rebuild without FLASHCUTE_DTYPES / FLASHCUTE_HDIMS restrictions");
 
   at::Tensor out = at::empty({batch, seqlen_q, heads_q, head_dim}, q.options());
   at::Tensor lse = at::empty({batch, heads_q, seqlen_q}, q.options().dtype(at::kFloat));
@@ -203,6 +208,12 @@ std::tuple<at::Tensor, at::Tensor> fwd(at::Tensor const& q, at::Tensor const& k,
   params.causal_offset = causal_top_left ? 0 : int(seqlen_k - seqlen_q);
   params.num_sms = props.num_sms;
 
+  Arch const arch = choose_backend(backend, props, kernel_dtype, int(head_dim),
+                                   sm90::unsupported_reason(params, int(q.element_size())));
+  RegisteredKernel const* kernel = find_kernel(arch, kernel_dtype, int(head_dim));
+  TORCH_CHECK(kernel != nullptr, "flashcute.fwd: no ", arch_name(arch), " kernel for ", dtype_name(kernel_dtype),
+              " with head_dim ", head_dim, " is in this build (built kernels: ", built_kernel_list(),
+              "); rebuild without FLASHCUTE_DTYPES / FLASHCUTE_HDIMS restrictions");
   kernel->launcher(params, c10::cuda::getCurrentCUDAStream().stream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {out, lse};

@@ -7,6 +7,7 @@ contiguous (b, s, h, d) output, as FlashAttention does. Any other call goes to t
 warning, once per reason, that says why.
 """
 
+import math
 import warnings
 
 import torch
@@ -22,7 +23,7 @@ _warned = set()
 
 def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     """torch.nn.functional.scaled_dot_product_attention, on flashcute's kernel where it can serve the call."""
-    reason = unserved_reason(query, key, value, attn_mask, dropout_p, enable_gqa)
+    reason = unserved_reason(query, key, value, attn_mask, dropout_p, enable_gqa, scale)
     fwd = _flashcute_fwd() if reason is None else None
     if fwd is None:
         reason = reason or _unavailable
@@ -43,7 +44,7 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
     return out if batched else out.squeeze(0)
 
 
-def unserved_reason(query, key, value, attn_mask=None, dropout_p=0.0, enable_gqa=False):
+def unserved_reason(query, key, value, attn_mask=None, dropout_p=0.0, enable_gqa=False, scale=None):
     """Why flashcute's kernel cannot serve this SDPA call, or None when it can. The device is checked last,
     so every other reason reads the same on CPU tensors."""
     tensors = (query, key, value)
@@ -51,6 +52,8 @@ def unserved_reason(query, key, value, attn_mask=None, dropout_p=0.0, enable_gqa
         return "attn_mask is given (flashcute has no arbitrary masks; is_causal is served)"
     if dropout_p > 0.0:
         return "dropout_p > 0 (flashcute has no dropout)"
+    if scale is not None and not (0.0 < scale < math.inf):
+        return f"scale {scale} (flashcute serves positive finite scales)"
     if query.dim() not in (3, 4) or key.dim() != query.dim() or value.dim() != query.dim():
         return "the inputs are not all 4-D (b, h, s, d) or all 3-D (h, s, d)"
     if query.dtype not in SERVED_DTYPES:

@@ -80,6 +80,7 @@ def fallback_cases(device):
         ("mask", (q, k, v), {"attn_mask": bool_mask}, "attn_mask is given"),
         ("mask_and_causal", (q, k, v), {"attn_mask": bool_mask, "is_causal": True}, "attn_mask is given"),
         ("dropout", (q, k, v), {"dropout_p": 0.25}, "dropout_p > 0"),
+        ("negative_scale", (q, k, v), {"scale": -0.5}, "scale -0.5"),
         ("float32", qkv(dtype=torch.float32), {"is_causal": True}, "dtype torch.float32"),
         ("float64", qkv(dtype=torch.float64), {}, "dtype torch.float64"),
         ("mixed_dtypes", (q, k.bfloat16(), v), {}, "dtypes differ"),

@@ -140,9 +140,9 @@ def test_grid_limits(library):
 
 
 @cuda
-@pytest.mark.parametrize("scale", [math.inf, math.nan])
-def test_softmax_scale_must_be_finite(library, scale):
-    with raises(f"softmax_scale must be finite, got {scale}"):
+@pytest.mark.parametrize("scale", [math.inf, math.nan, 0.0, -0.125])
+def test_softmax_scale_must_be_positive_and_finite(library, scale):
+    with raises(f"softmax_scale must be positive and finite, got {scale:g}"):
         fwd(*qkv(), softmax_scale=scale)
 
 
