@@ -176,3 +176,114 @@ def matrix_report(row_addresses, op="ldmatrix"):
 def bank_of(byte_offsets):
     """Bank of each byte offset (numpy array in, numpy array out)."""
     return (np.asarray(byte_offsets, dtype=np.int64) // BANK_BYTES) % NUM_BANKS
+
+
+# ---------------------------------------------------------------------------------------------
+# From layouts and copies
+# ---------------------------------------------------------------------------------------------
+
+def layout_addresses(layout, indices, elem_bytes):
+    """Byte addresses of the elements at linear (colexicographic) ``indices`` of a shared-memory
+    layout (a Layout, or a swizzled ComposedLayout); ``indices`` may be any int array shape."""
+    from .layout import size
+
+    idx = np.asarray(indices, dtype=np.int64)
+    n = int(size(layout))
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        raise ValueError(f"indices must be in [0, {n}) for a layout of size {n}")
+    if int(elem_bytes) <= 0:
+        raise ValueError(f"elem_bytes must be positive, got {elem_bytes}")
+    offsets = layout.offsets()
+    if offsets.ndim != 1:
+        raise ValueError("layout_addresses needs a layout to offsets, not to coordinates")
+    return offsets[idx] * int(elem_bytes)
+
+
+def _copy_kind(atom, side):
+    """(side of shared memory, 'matrix' | access bits) for a copy atom."""
+    name = atom.name
+    if "LDSM" in name:
+        inferred, kind = "S", "matrix"
+    elif "STSM" in name:
+        inferred, kind = "D", "matrix"
+    else:
+        inferred = "D" if name.startswith("SM80_CP_ASYNC") else None
+        bits = int(atom.src_bits.shape[1]) if side != "D" else int(atom.dst_bits.shape[1])
+        kind = atom.value_bits if bits == 1 else bits   # auto-vectorizing copies: one element
+    if side is None:
+        if inferred is None:
+            raise ValueError(f"{name} can read or write shared memory: say side='S' or side='D'")
+        side = inferred
+    if side not in ("S", "D"):
+        raise ValueError(f"side must be 'S' (source) or 'D' (destination), got {side!r}")
+    if kind == "matrix" and side != inferred:
+        raise ValueError(f"{name} touches shared memory on its {inferred} side, not {side}")
+    return side, kind
+
+
+def copy_report(tiled_copy, smem_layout, side=None):
+    """Bank report of every warp instruction a TiledCopy issues on a shared-memory tile.
+
+    ``smem_layout`` is the (possibly swizzled) layout of the shared-memory tensor in elements of
+    the copy's value type; ``side`` says which side of the copy it is ('S' or 'D'; inferred for
+    ldmatrix, stmatrix and cp.async). One instruction per warp and per atom call, in order
+    (warp fastest).
+    """
+    from .layout import filter as filter_layout, get, size
+
+    atom = tiled_copy.atom
+    side, kind = _copy_kind(atom, side)
+    part = tiled_copy.tidfrg_S(smem_layout) if side == "S" else tiled_copy.tidfrg_D(smem_layout)
+    n_thr = int(size(part, 0))
+    n_val = int(atom.num_val_src if side == "S" else atom.num_val_dst)
+    offsets = part.offsets()
+    if offsets.ndim != 1:
+        raise ValueError("copy_report needs a shared-memory layout to offsets")
+    per_thread = offsets.reshape(-1, n_thr).T            # (thread, value-and-rest) colexicographic
+    calls = per_thread.reshape(n_thr, -1, n_val)         # (thread, atom call, atom value)
+    # an atom's values of one thread must be one contiguous vector in shared memory
+    contiguous = calls - calls[:, :, :1] == np.arange(n_val)
+    if kind != "matrix" and not contiguous.all():
+        raise ValueError(f"{atom.name}<{atom.value_type}>: the shared-memory layout does not give each thread "
+                         f"{n_val} contiguous elements per access (C++ would fail to vectorize)")
+    starts = calls[:, :, 0] * (atom.value_bits // 8)     # (thread, call) byte address of each access
+    n_warps = -(-n_thr // WARP_SIZE)
+    pad = n_warps * WARP_SIZE - n_thr
+    if pad:
+        starts = np.concatenate([starts, np.full((pad, starts.shape[1]), -1)], axis=0)
+    # instructions ordered (call, warp): (calls * warps, 32)
+    instr = starts.reshape(n_warps, WARP_SIZE, -1).transpose(2, 0, 1).reshape(-1, WARP_SIZE)
+    if kind == "matrix":
+        thread_bits = atom.src_bits if side == "S" else atom.dst_bits
+        rows = int(size(filter_layout(get(thread_bits, 0))))   # threads that name a row: 8, 16 or 32
+        return matrix_report(instr[:, :rows], "ldmatrix" if side == "S" else "stmatrix")
+    return access_report(instr, kind)
+
+
+def traversal_report(layout, elem_bytes, bits=32, order="col"):
+    """Bank report of warps sweeping a rank-2 shared-memory layout: thread t of instruction i takes
+    vector 32*i + t, vectors being ``bits // (8*elem_bytes)`` consecutive elements in the sweep
+    order: ``"col"`` (down each column, m fastest) or ``"row"`` (along each row, n fastest).
+
+    E.g. a warp reading column c of a row-major float tile: ``traversal_report(L, 4, 32, "col")``.
+    """
+    from .layout import rank, size
+
+    if int(rank(layout)) != 2:
+        raise ValueError(f"traversal_report needs a rank-2 layout, got rank {int(rank(layout))}")
+    if order not in ("col", "row"):
+        raise ValueError(f"order must be 'col' or 'row', got {order!r}")
+    elem_bits = 8 * int(elem_bytes)
+    if bits % elem_bits:
+        raise ValueError(f"{bits}-bit accesses cannot be made of {elem_bits}-bit elements")
+    per_vec = bits // elem_bits
+    m, n = int(size(layout, 0)), int(size(layout, 1))
+    grid = np.arange(m * n).reshape(n, m).T                     # linear index of (i, j)
+    sweep = grid.T.reshape(-1) if order == "col" else grid.reshape(-1)
+    if sweep.size % (per_vec * WARP_SIZE):
+        raise ValueError(f"{m}x{n} elements do not split into warps of 32 x {per_vec}-element vectors")
+    addrs = layout_addresses(layout, sweep, elem_bytes).reshape(-1, per_vec)
+    if (np.diff(addrs, axis=1) != int(elem_bytes)).any():
+        raise ValueError(f"the layout does not keep {per_vec} elements contiguous along the {order} sweep; "
+                         f"{bits}-bit vectors are impossible")
+    return access_report(addrs[:, 0].reshape(-1, WARP_SIZE), bits)
