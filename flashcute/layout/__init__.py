@@ -38,3 +38,16 @@ from .tensor import (
     Tensor, make_tensor, make_identity_tensor, make_coord_tensor, local_tile, local_partition,
     inner_partition, outer_partition, elem_less_mask,
 )
+
+# --- layout-viz: atoms, TiledMMA/TiledCopy, bank-conflict model, pictures (owned by layout-viz) ---
+from .atoms import MMAAtom, CopyAtom, mma_atom, copy_atom, mma_atom_names, copy_op_names
+from .tiled import (
+    TiledMMA, ThrMMA, make_tiled_mma, partition_shape_A, partition_shape_B, partition_shape_C,
+    partition_fragment_C, TiledCopy, ThrCopy, make_tiled_copy, make_layout_tv, make_tiled_copy_A,
+    make_tiled_copy_B, make_tiled_copy_C, make_tiled_copy_C_atom, make_tiled_copy_S, make_tiled_copy_D,
+)
+from .banks import BankReport, access_report, matrix_report, copy_report, traversal_report, layout_addresses
+from .draw import (
+    draw_layout, draw_memory, draw_tv, draw_mma, draw_copy, draw_tiling, draw_flash_loop, draw_bank_map,
+)
+# --- end layout-viz ---

@@ -1,5 +1,6 @@
 """Pictures of layouts, thread-value maps, tilings and shared-memory banks (PNG or SVG, matplotlib Agg).
 
+matplotlib is imported on the first drawing, so ``import flashcute.layout`` stays numpy-only.
 Every ``draw_*`` function computes the data it shows first (returned as ``Drawing.grids``, numpy
 arrays such as each cell's offset, thread, value or bank) and renders it only if a path is given:
 the format follows the suffix (``.png`` or ``.svg``). Nothing here touches pyplot's global state.
@@ -17,9 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.patches import Rectangle
 
 from .banks import BANK_BYTES, NUM_BANKS
 from .int_tuple import Int, _, flatten, idx2crd, product, wrap
@@ -36,13 +34,29 @@ _FORMATS = (".png", ".svg")
 _MAX_LABELLED_CELLS = 12000    # beyond this, cells are coloured but not labelled
 
 
+def _new_figure(width, height):
+    """A Figure on its own Agg canvas (no pyplot, no global backend switch)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height))
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _rect(*args, **kwargs):
+    from matplotlib.patches import Rectangle
+
+    return Rectangle(*args, **kwargs)
+
+
 @dataclass
 class Drawing:
     """What a picture shows: ``grids`` (numpy arrays, -1 for empty cells) and where it was written."""
 
     grids: dict = field(default_factory=dict)
     path: Path = None
-    figure: Figure = None
+    figure: object = None     # the matplotlib Figure
 
 
 # ---------------------------------------------------------------------------------------------
@@ -144,9 +158,7 @@ def _cell_inches(rows, cols, budget=22.0):
 
 
 def _figure(rows, cols, cell, extra_h=0.9):
-    fig = Figure(figsize=(max(cols * cell + 1.2, 3.0), rows * cell + 0.6 + extra_h))
-    FigureCanvasAgg(fig)
-    return fig
+    return _new_figure(max(cols * cell + 1.2, 3.0), rows * cell + 0.6 + extra_h)
 
 
 def _save(drawing, fig, path):
@@ -215,7 +227,7 @@ def _hierarchy_lines(ax, x0, y0, m, n, mode_shape_m, mode_shape_n):
                 ax.hlines(y0 + cuts, x0, x0 + n, colors="black", linewidth=lw, zorder=3)
             else:
                 ax.vlines(x0 + cuts, y0, y0 + m, colors="black", linewidth=lw, zorder=3)
-    ax.add_patch(Rectangle((x0, y0), n, m, fill=False, linewidth=1.6, zorder=4))
+    ax.add_patch(_rect((x0, y0), n, m, fill=False, linewidth=1.6, zorder=4))
 
 
 def _mode_coord_text(mode_shape):
@@ -370,7 +382,7 @@ def draw_mma(mma, path=None, title=None):
     _axis_labels(ax, 0, y_c, mt, kt, fs)                          # A: m down, k across
     _axis_labels(ax, x_c, 0, kt, nt, fs)                          # B: k down, n across
     for x, y, w, h in ((x_c, y_c, nt, mt), (0, y_c, kt, mt), (x_c, 0, nt, kt)):
-        ax.add_patch(Rectangle((x, y), w, h, fill=False, linewidth=1.5, zorder=4))
+        ax.add_patch(_rect((x, y), w, h, fill=False, linewidth=1.5, zorder=4))
     ax.text(kt / 2, kt / 2, f"A  {mt}x{kt} (M x K), left\nB  {kt}x{nt} (K x N), top\nC  {mt}x{nt} (M x N)",
             ha="center", va="center", fontsize=max(fs * 1.4, 7), linespacing=1.6)
     return _save(drawing, fig, path)
@@ -441,8 +453,7 @@ def draw_tiling(shape_mn, tile_mn, path=None, title=None, names=("row", "col")):
                        "origin_col": np.array([o[1] for _i, _j, o, *_r in tiles]).reshape(nm, nn)})
     height = float(np.clip(nm * 0.45, 4, 16))
     width = float(np.clip(height * (nn * bn) / (nm * bm) * 3, 4, 14))
-    fig = Figure(figsize=(width + 3.5, height + 1))
-    FigureCanvasAgg(fig)
+    fig = _new_figure(width + 3.5, height + 1)
     ax = fig.add_axes((0.08, 0.04, 0.6, 0.88))
     ax.set_xlim(-0.02 * nn * bn, nn * bn * 1.02)
     ax.set_ylim(nm * bm * 1.01, -0.01 * nm * bm)
@@ -450,11 +461,11 @@ def draw_tiling(shape_mn, tile_mn, path=None, title=None, names=("row", "col")):
     ax.set_ylabel(names[0])
     for i, j, (r0, c0), vr, vc in tiles:
         face = _pastel((i * nn + j) * 0.618033988749895, sat=0.35)
-        ax.add_patch(Rectangle((c0, r0), bn, bm, facecolor=face, edgecolor="black", linewidth=0.8))
+        ax.add_patch(_rect((c0, r0), bn, bm, facecolor=face, edgecolor="black", linewidth=0.8))
         if vr < bm or vc < bn:
-            ax.add_patch(Rectangle((c0, r0 + vr), bn, bm - vr, facecolor="none", edgecolor="crimson",
+            ax.add_patch(_rect((c0, r0 + vr), bn, bm - vr, facecolor="none", edgecolor="crimson",
                                    hatch="///", linewidth=0.0))
-            ax.add_patch(Rectangle((c0 + vc, r0), bn - vc, bm, facecolor="none", edgecolor="crimson",
+            ax.add_patch(_rect((c0 + vc, r0), bn - vc, bm, facecolor="none", edgecolor="crimson",
                                    hatch="///", linewidth=0.0))
         note = f"tile ({i},{j})  {names[0]}s {r0}..{r0 + bm - 1}"
         if vr < bm:
@@ -520,8 +531,7 @@ def draw_flash_loop(seqlen_q, seqlen_k, head_dim, block_m, block_n, m_block=0, c
     order[:n_max] = np.arange(n_max)[::-1]           # iteration at which block n is visited
     drawing = Drawing({"iteration": order, "masked": (np.arange(n_n) >= n_unmasked) & (order >= 0)})
 
-    fig = Figure(figsize=(13, 7.5))
-    FigureCanvasAgg(fig)
+    fig = _new_figure(13, 7.5)
     gs = fig.add_gridspec(2, 3, width_ratios=[1.2, 4, 1.2], height_ratios=[1.2, 4], wspace=0.25, hspace=0.25)
     ax_k = fig.add_subplot(gs[0, 1])
     ax_q = fig.add_subplot(gs[1, 0])
@@ -539,13 +549,13 @@ def draw_flash_loop(seqlen_q, seqlen_k, head_dim, block_m, block_n, m_block=0, c
         for b in range(n_n):
             lo, span = b * block_n, min(block_n, seqlen_k - b * block_n)
             xy, w, h = ((lo, 0), span, head_dim) if horizontal else ((0, lo), head_dim, span)
-            ax.add_patch(Rectangle(xy, w, h, facecolor=face(order[b]), edgecolor="black", linewidth=0.5))
+            ax.add_patch(_rect(xy, w, h, facecolor=face(order[b]), edgecolor="black", linewidth=0.5))
             if order[b] >= 0:
                 ax.text(xy[0] + w / 2, xy[1] + h / 2, str(order[b]), ha="center", va="center", fontsize=fs)
 
     # Q: the fixed block highlighted
-    ax_q.add_patch(Rectangle((0, 0), head_dim, seqlen_q, facecolor="0.95", edgecolor="black"))
-    ax_q.add_patch(Rectangle((0, r0), head_dim, rows_here, facecolor=_pastel(0.0, 0.5), edgecolor="crimson",
+    ax_q.add_patch(_rect((0, 0), head_dim, seqlen_q, facecolor="0.95", edgecolor="black"))
+    ax_q.add_patch(_rect((0, r0), head_dim, rows_here, facecolor=_pastel(0.0, 0.5), edgecolor="crimson",
                              linewidth=1.5))
     ax_q.set_xlim(0, head_dim)
     ax_q.set_ylim(seqlen_q, 0)
@@ -562,7 +572,7 @@ def draw_flash_loop(seqlen_q, seqlen_k, head_dim, block_m, block_n, m_block=0, c
     ax_v.set_ylim(seqlen_k, 0)
     ax_v.set_title("V (same blocks as K)", fontsize=8)
     # S = Q K^T: the whole score matrix faint, this Q block's row of tiles coloured
-    ax_s.add_patch(Rectangle((0, 0), seqlen_k, seqlen_q, facecolor="0.97", edgecolor="black"))
+    ax_s.add_patch(_rect((0, 0), seqlen_k, seqlen_q, facecolor="0.97", edgecolor="black"))
     if causal:
         offset = seqlen_k - seqlen_q
         masked = _clip_halfplane([(0, 0), (seqlen_k, 0), (seqlen_k, seqlen_q), (0, seqlen_q)], offset)
@@ -575,7 +585,7 @@ def draw_flash_loop(seqlen_q, seqlen_k, head_dim, block_m, block_n, m_block=0, c
     for b in range(n_n):
         lo, span = b * block_n, min(block_n, seqlen_k - b * block_n)
         it = order[b]
-        ax_s.add_patch(Rectangle((lo, r0), span, rows_here, facecolor=face(it), edgecolor="black", linewidth=0.5,
+        ax_s.add_patch(_rect((lo, r0), span, rows_here, facecolor=face(it), edgecolor="black", linewidth=0.5,
                                  hatch="xxx" if drawing.grids["masked"][b] else None, zorder=2))
         if it >= 0:
             ax_s.text(lo + span / 2, r0 + rows_here / 2, str(it), ha="center", va="center", fontsize=fs, zorder=3)
@@ -618,6 +628,6 @@ def draw_bank_map(layout, elem_bytes, path=None, title=None, highlight=None):
             raise ValueError(f"highlight indices must be in [0, {m * n})")
         for k in idx:
             i, j = int(k) % m, int(k) // m
-            ax.add_patch(Rectangle((j, i), 1, 1, fill=False, edgecolor="black", linewidth=2.0, zorder=5))
+            ax.add_patch(_rect((j, i), 1, 1, fill=False, edgecolor="black", linewidth=2.0, zorder=5))
         drawing.grids["highlight"] = idx
     return _save(drawing, fig, path)
