@@ -40,7 +40,9 @@ def _num_digits(x):
 def layout_table(layout):
     """The text C++ ``print_layout(layout)`` prints, for a rank-2 (possibly composed) layout."""
     from .layout import cosize, rank
+    from .swizzle import as_position_independent_swizzle_layout
 
+    layout = as_position_independent_swizzle_layout(layout)  # as C++ does for smem_ptr_flag atoms
     if int(rank(layout)) != 2:
         raise ValueError(f"print_layout needs a rank-2 layout, got rank {int(rank(layout))}: {to_str(layout)}")
     idx_width = _num_digits(int(cosize(layout))) + 2
@@ -66,7 +68,8 @@ def print_layout(layout, file=None):
     print(layout_table(layout), end="", file=file)
 
 
-_TOKEN = re.compile(r"\s*(?:(Sw<\s*-?\d+\s*,\s*-?\d+\s*,\s*-?\d+\s*>)|(_?-?\d+(?:@\d+)*)|(_)|([():,])|(o\b))")
+_TOKEN = re.compile(r"\s*(?:(Sw<\s*-?\d+\s*,\s*-?\d+\s*,\s*-?\d+\s*>)|(smem_ptr\[\d+b\]\(unset\))|"
+                    r"(_?-?\d+(?:@\d+)*)|(_)|([():,])|(o\b))")
 
 
 def _tokenize(text):
@@ -77,9 +80,11 @@ def _tokenize(text):
         if not m or m.end() == pos:
             raise ValueError(f"parse_layout: unexpected text at position {pos}: {text[pos:pos + 20]!r} in {text!r}")
         pos = m.end()
-        swz, num, under, punct, comp = m.groups()
+        swz, flag, num, under, punct, comp = m.groups()
         if swz:
             out.append(("sw", tuple(int(v) for v in re.findall(r"-?\d+", swz))))
+        elif flag:
+            out.append(("flag", int(re.findall(r"\d+", flag)[0])))
         elif num:
             out.append(("num", num))
         elif under:
@@ -118,6 +123,13 @@ class _Parser:
         tok = self.toks[self.i]
         self.i += 1
         return tok[1]
+
+    def offset(self):
+        if self.peek() == "flag":
+            from .swizzle import SmemPtrFlag
+
+            return SmemPtrFlag(self.take("flag"))
+        return self.int_tuple()
 
     def int_tuple(self):
         kind = self.peek()
@@ -160,7 +172,7 @@ class _Parser:
         if self.peek() != "o":
             return first
         self.take("o")
-        offset = self.int_tuple()
+        offset = self.offset()
         self.take("o")
         inner = self.layout()
         from .swizzle import make_composed_layout
@@ -175,7 +187,8 @@ class _Parser:
 def parse_layout(text):
     """Read a layout from C++'s printed form.
 
-    ``"(_4,(2,_4)):(_2,(_1,8))"`` -> Layout; ``"Sw<3,3,3> o _0 o (_64,_64):(_64,_1)"`` -> ComposedLayout;
+    ``"(_4,(2,_4)):(_2,(_1,8))"`` -> Layout; ``"Sw<3,3,3> o _0 o (_64,_64):(_64,_1)"`` -> ComposedLayout
+    (the offset may also be ``smem_ptr[16b](unset)``, as GMMA atoms print);
     a bare ``"Sw<2,3,3>"`` -> Swizzle.  ``_N`` parses as static ``Int(N)``, ``N`` as a dynamic int,
     ``_1@0`` as a basis element.  Malformed text raises ValueError saying where.
     """

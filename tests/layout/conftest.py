@@ -24,3 +24,32 @@ def oracle():
     except _oracle.OracleUnavailable as e:
         pytest.fail(f"C++ CuTe oracle unavailable: {e}")
     return _oracle
+
+
+@pytest.fixture(scope="session")
+def corpus_runs(oracle):
+    """Every corpus family: (cases, the mirror's answers, C++'s answers), compiled together in parallel."""
+    import resource
+    import time
+
+    from tests.layout import corpus
+
+    runs, sets = {}, {}
+    for family in corpus.FAMILIES:
+        cases = corpus.cases(family)
+        expected, stmts = [], []
+        for c in cases:
+            try:
+                expected.append(c.expected())
+                stmts.append(c.cpp())
+            except (ValueError, TypeError) as e:
+                expected.append(e)
+                stmts.append(f"print({c.expr});" if c.stmt is None else c.stmt)
+        runs[family] = (cases, expected)
+        sets[f"corpus_{family}"] = (stmts, corpus.PRELUDES.get(family, ""))
+    start, cpu0 = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    outputs = oracle.run_case_sets(sets)
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(f"\noracle corpus: {sum(len(c) for c, _e in runs.values())} cases, {time.time() - start:.0f}s wall, "
+          f"{cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime:.0f}s compiler/oracle CPU")
+    return {f: (cases, expected, outputs[f"corpus_{f}"]) for f, (cases, expected) in runs.items()}

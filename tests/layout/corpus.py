@@ -500,6 +500,113 @@ def fam_swizzle(rng, n):
     return _collect(rng, n, make)
 
 
+def _rand_problem_tensor(rng, rank):
+    """A tensor over counting memory with a dynamic (often ragged) shape and a random major order."""
+    from flashcute.layout import make_tensor
+
+    shape = tuple(rng.choice([rng.randint(1, 300), 64 * rng.randint(1, 4), rng.choice([16, 32, 128])])
+                  for _i in range(rank))
+    order = list(range(rank))
+    rng.shuffle(order)
+    stride = [0] * rank
+    cur = 1
+    for i in order:
+        stride[i] = cur
+        cur *= shape[i]
+    L = Layout(shape, tuple(Int(1) if d == 1 and rng.random() < 0.5 else d for d in stride))
+    return make_tensor(None, L), L
+
+
+def fam_tensor(rng, n):
+    """local_tile / local_partition / identity-tensor predicates: sliced layout and data offset."""
+    from flashcute.layout import local_partition, local_tile, make_identity_tensor, elem_less_mask
+
+    def make(rng):
+        rank = rng.randint(1, 3)
+        t, L = _rand_problem_tensor(rng, rank)
+        k = rng.random()
+        head = f"auto t = make_tensor(counting_iterator<int>{{0}}, {cpp(L)});"
+        if k < 0.45:
+            tiler = tuple(Int(rng.choice([8, 16, 32, 64, 128])) for _i in range(rank))
+            coord = tuple(_ if rng.random() < 0.3 else rng.randrange(int(ceil_div(int(size(L, i)), int(tiler[i]))))
+                          for i in range(rank))
+            if rank == 1 and rng.random() < 0.5:
+                tiler, coord = tiler[0], coord[0]
+            proj = None
+            if rank == 3 and rng.random() < 0.4:
+                proj = rng.choice([(Int(1), _, Int(1)), (_, Int(1), Int(1)), (Int(1), Int(1), _)])
+                tiler3 = tiler
+                s = _safe(lambda: local_tile(t, tiler3, coord, proj))
+                body = f"{head} auto s = local_tile(t, {cpp(tiler)}, {cpp(coord)}, {cpp(proj)});"
+            else:
+                s = _safe(lambda: local_tile(t, tiler, coord))
+                body = f"{head} auto s = local_tile(t, {cpp(tiler)}, {cpp(coord)});"
+            if s is None:
+                return None
+            return Case(lambda: f"{to_str(s.layout)} {int(s.offset)}", f"local_tile {L} {tiler} {coord} {proj}",
+                        stmt=body + " print(s.layout()); print(' '); print(int(s.data().n_));")
+        if k < 0.75:
+            thr_shape = tuple(Int(rng.choice([1, 2, 4, 8, 16])) for _i in range(rank))
+            thr = Layout(thr_shape, LayoutRight) if rng.random() < 0.5 else Layout(thr_shape)
+            idx = rng.randrange(int(size(thr)))
+            s = _safe(lambda: local_partition(t, thr, idx))
+            if s is None:
+                return None
+            return Case(lambda: f"{to_str(s.layout)} {int(s.offset)}", f"local_partition {L} {thr} {idx}",
+                        stmt=f"{head} auto s = local_partition(t, {cpp(thr)}, {idx});"
+                             " print(s.layout()); print(' '); print(int(s.data().n_));")
+        shape = L.shape
+        tiler = tuple(Int(rng.choice([16, 32, 64])) for _i in range(rank))
+        coord = tuple(rng.randrange(int(ceil_div(int(size(L, i)), int(tiler[i])))) for i in range(rank))
+        c = make_identity_tensor(shape)
+        s = _safe(lambda: local_tile(c, tiler, coord))
+        if s is None:
+            return None
+        body = (f"auto c = make_identity_tensor({cpp(shape)}); auto s = local_tile(c, {cpp(tiler)}, {cpp(coord)});"
+                f" print(s); print(' '); for (int i = 0; i < int(size(s)); ++i) {{ print(int(elem_less(s(i), {cpp(shape)}))); }}")
+        return Case(lambda: to_str(s) + " " + "".join(str(int(v)) for v in elem_less_mask(s, shape)),
+                    f"identity tile {shape} {tiler} {coord}", stmt=body)
+
+    return _collect(rng, n, make)
+
+
+GMMA_PRELUDE = "#include <cute/atom/mma_traits_sm90_gmma.hpp>"
+_GMMA_TYPES = {8: "uint8_t", 16: "half_t", 32: "float"}
+
+
+def fam_atoms(rng, n):
+    """SM90 GMMA smem atoms (every major/swizzle/width, printed, tiled, print_layout) and SM80 swizzle atoms."""
+    from flashcute.layout import gmma_smem_atom, sm80_swizzle_atom
+
+    out = []
+    for major in ("K", "MN"):
+        for kind in ("INTER", "SW32", "SW64", "SW128"):
+            for bits, ctype in _GMMA_TYPES.items():
+                atom = f"GMMA::Layout_{major}_{kind}_Atom<{ctype}>{{}}"
+                a = gmma_smem_atom(major, kind, bits)
+                out.append(Case(lambda a=a: a, f"gmma {major} {kind} {bits}", expr=atom))
+                out.append(Case(lambda a=a: layout_table(a), f"print_layout gmma {major} {kind} {bits}",
+                                stmt=f"print_layout({atom});"))
+                m, k = int(size(a, 0)), int(size(a, 1))
+                for trg in ((Int(max(128, m)), Int(max(64, k))), (Int(2 * m), Int(k), Int(2))):
+                    out.append(Case(lambda a=a, trg=trg: tile_to_shape(a, trg), f"tile gmma {major} {kind} {bits} {trg}",
+                                    expr=f"tile_to_shape({atom}, {cpp(trg)})"))
+                    order = (Int(1), Int(0)) + (Int(2),) * (len(trg) - 2)
+                    out.append(Case(lambda a=a, trg=trg, order=order: tile_to_shape(a, trg, order),
+                                    f"tile gmma {major} {kind} {bits} {trg} {order}",
+                                    expr=f"tile_to_shape({atom}, {cpp(trg)}, {cpp(order)})"))
+    for k in (16, 32, 64, 128):
+        for bits in (8, 16, 32):
+            if k * bits // 8 < 16:
+                continue
+            a = sm80_swizzle_atom(k, bits)
+            out.append(Case(lambda a=a: a, f"sm80 atom {k} {bits}", expr=cpp(a)))
+            trg = (Int(128), Int(max(k, 64)), Int(2))
+            out.append(Case(lambda a=a, trg=trg: tile_to_shape(a, trg), f"sm80 tile {k} {bits}",
+                            expr=f"tile_to_shape({cpp(a)}, {cpp(trg)})"))
+    return out
+
+
 def fam_docs(rng, n):
     """CuTe documentation's worked examples (fixed; ``n`` ignored)."""
     from tests.layout.doc_examples import EXAMPLES, by_label
@@ -527,7 +634,11 @@ FAMILIES = {
     "eval": (fam_eval, 200),
     "print_layout": (fam_print_layout, 200),
     "swizzle": (fam_swizzle, 400),
+    "tensor": (fam_tensor, 400),
+    "atoms": (fam_atoms, 0),
 }
+
+PRELUDES = {"atoms": GMMA_PRELUDE}
 
 
 def scale():

@@ -9,26 +9,6 @@ def _report(rows, limit=15):
     return "\n".join(rows[:limit]) + (f"\n... and {len(rows) - limit} more" if len(rows) > limit else "")
 
 
-@pytest.fixture(scope="module")
-def corpus_runs(oracle):
-    """All families' cases, the mirror's answers, and C++'s answers (compiled together, in parallel)."""
-    runs, statements = {}, {}
-    for family in corpus.FAMILIES:
-        cases = corpus.cases(family)
-        expected, stmts = [], []
-        for c in cases:
-            try:
-                expected.append(c.expected())
-                stmts.append(c.cpp())
-            except (ValueError, TypeError) as e:
-                expected.append(e)
-                stmts.append(f"print({c.expr});" if c.stmt is None else c.stmt)
-        runs[family] = (cases, expected)
-        statements[f"corpus_{family}"] = stmts
-    outputs = oracle.run_case_sets(statements)
-    return {f: (cases, expected, outputs[f"corpus_{f}"]) for f, (cases, expected) in runs.items()}
-
-
 @pytest.mark.parametrize("family", sorted(corpus.FAMILIES))
 def test_corpus_family_matches_cpp(family, corpus_runs, oracle):
     cases, expected, outputs = corpus_runs[family]

@@ -270,16 +270,24 @@ def run_cases(name, cases, prelude="", chunk=DEFAULT_CHUNK):
 
 
 def run_case_sets(sets, prelude="", chunk=DEFAULT_CHUNK):
-    """``run_cases`` for several named case lists at once, all chunks sharing one pool of compilers."""
+    """``run_cases`` for several named case lists at once, all chunks sharing one pool of compilers.
+
+    ``sets`` maps a name to a list of statements, or to ``(statements, prelude)`` for a set that
+    needs extra includes (e.g. ``#include <cute/atom/mma_traits_sm90_gmma.hpp>``).
+    """
     toolchain()
     _pch_dir()
-    jobs = [(name, i, cases[i:i + chunk]) for name, cases in sets.items() for i in range(0, len(cases), chunk)]
+    jobs = []
+    for name, spec in sets.items():
+        cases, pre = spec if isinstance(spec, tuple) else (spec, prelude)
+        cases = list(cases)
+        jobs += [(name, i // chunk, cases[i:i + chunk], pre) for i in range(0, len(cases), chunk)]
     workers = max(1, min(len(jobs), os.cpu_count() or 2))
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        parts = list(pool.map(lambda job: _run_chunk(f"{job[0]}{job[1] // chunk}", job[2], prelude), jobs))
+        parts = list(pool.map(lambda job: _run_chunk(f"{job[0]}{job[1]}", job[2], job[3]), jobs))
     out = {name: [] for name in sets}
-    for (name, _i, _c), part in zip(jobs, parts):
-        out[name].extend(part)
+    for job, part in zip(jobs, parts):
+        out[job[0]].extend(part)
     return out
 
 
