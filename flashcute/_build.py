@@ -334,7 +334,8 @@ def load_library() -> LoadedLibrary:
 
 
 def _matching_aot_library() -> tuple[Path, BuildConfig, float | None] | None:
-    """The installed flashcute._C when it was built for this torch, this CUDA and the visible GPUs."""
+    """The installed flashcute._C when it was built for this torch, this CUDA and the visible GPUs, holds the
+    kernels asked for (FLASHCUTE_DTYPES/HDIMS, default all) and, in a checkout, matches the sources."""
     spec = importlib.util.find_spec(AOT_MODULE_NAME)
     if spec is None or spec.origin is None:
         return None
@@ -344,7 +345,8 @@ def _matching_aot_library() -> tuple[Path, BuildConfig, float | None] | None:
 
     try:
         info = json.loads(info_file.read_text())
-    except (OSError, ValueError):
+        config = BuildConfig(tuple(info["archs"]), tuple(info["dtypes"]), tuple(info["head_dims"]))
+    except (OSError, ValueError, KeyError):
         _note(f"ignoring {path}: its build record {info_file} is missing or unreadable")
         return None
     reasons = []
@@ -352,20 +354,19 @@ def _matching_aot_library() -> tuple[Path, BuildConfig, float | None] | None:
         reasons.append(f"built for torch {info.get('torch')}, running {torch.__version__}")
     if info.get("cuda") != torch.version.cuda:
         reasons.append(f"built for CUDA {info.get('cuda')}, torch has {torch.version.cuda}")
-    archs = info.get("archs", [])
     for i in range(torch.cuda.device_count()):
         cc = torch.cuda.get_device_capability(i)
-        if not any(arch_runs_on(a, *cc) for a in archs):
-            reasons.append(f"built for {';'.join(archs)}, GPU {i} is sm_{cc[0]}{cc[1]}")
+        if not any(arch_runs_on(arch, *cc) for arch in config.archs):
+            reasons.append(f"built for {';'.join(config.archs)}, GPU {i} is sm_{cc[0]}{cc[1]}")
+    if not set(selected_dtypes()) <= set(config.dtypes) or not set(selected_head_dims()) <= set(config.head_dims):
+        reasons.append(f"it holds dtypes {','.join(config.dtypes)} and head dims {','.join(map(str, config.head_dims))}")
     if CSRC_DIR.is_dir() and info.get("sources_hash"):
-        config = BuildConfig(tuple(archs), tuple(info["dtypes"]), tuple(info["head_dims"]))
         present = [p for p in config.sources() if p.is_file()]
         if sources_hash(present) != info["sources_hash"]:
             reasons.append("the sources in csrc/ changed since it was built")
     if reasons:
         _note(f"not using {path} ({'; '.join(reasons)}); using the JIT build instead")
         return None
-    config = BuildConfig(tuple(archs), tuple(info["dtypes"]), tuple(info["head_dims"]))
     return path, config, info.get("build_seconds")
 
 

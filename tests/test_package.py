@@ -273,6 +273,8 @@ def fake_aot(monkeypatch, tmp_path, **record):
 
 
 def test_aot_library_used_when_it_matches(monkeypatch, tmp_path):
+    monkeypatch.setenv("FLASHCUTE_DTYPES", "bf16")
+    monkeypatch.setenv("FLASHCUTE_HDIMS", "128")
     record = dict(torch=torch.__version__, cuda=torch.version.cuda, archs=["8.0", "9.0a"], dtypes=["bf16"], head_dims=[128], build_seconds=12.5)
     library = fake_aot(monkeypatch, tmp_path, **record)
     path, config, seconds = _build._matching_aot_library()
@@ -281,16 +283,21 @@ def test_aot_library_used_when_it_matches(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize(
     "change, reason",
-    [({"torch": "0.0.1"}, "built for torch 0.0.1"), ({"cuda": "0.1"}, "built for CUDA 0.1"), ({"archs": ["8.0"]}, "GPU 0 is sm_90")],
+    [({"torch": "0.0.1"}, "built for torch 0.0.1"), ({"cuda": "0.1"}, "built for CUDA 0.1"), ({"archs": ["8.0"]}, "GPU 0 is sm_90"),
+     ({"head_dims": [128]}, "holds dtypes bf16 and head dims 128")],
 )
 def test_aot_library_skipped_when_it_does_not_match(monkeypatch, tmp_path, capsys, change, reason):
-    record = dict(torch=torch.__version__, cuda=torch.version.cuda, archs=["9.0a"], dtypes=["bf16"], head_dims=[128])
+    monkeypatch.setenv("FLASHCUTE_DTYPES", "bf16")
+    monkeypatch.setenv("FLASHCUTE_HDIMS", "64,128")
+    record = dict(torch=torch.__version__, cuda=torch.version.cuda, archs=["9.0a"], dtypes=["bf16"], head_dims=[64, 128])
     fake_aot(monkeypatch, tmp_path, **{**record, **change})
     assert _build._matching_aot_library() is None
     assert reason in capsys.readouterr().err
 
 
 def test_stale_aot_library_in_a_checkout_is_skipped(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("FLASHCUTE_DTYPES", "bf16")
+    monkeypatch.setenv("FLASHCUTE_HDIMS", "64")
     record = dict(torch=torch.__version__, cuda=torch.version.cuda, archs=["9.0a"], dtypes=["bf16"], head_dims=[64], sources_hash="old")
     fake_aot(monkeypatch, tmp_path, **record)
     csrc = tmp_path / "csrc"
