@@ -136,7 +136,8 @@ def mma_atom(name):
                        parse_layout(a), parse_layout(_gmma_smem_layout(n, 16)),
                        parse_layout(_gmma_c_layout(n)), _GMMA_TYPES[types],
                        a_from_smem=source == "SS", b_from_smem=True)
-    raise ValueError(f"unknown MMA atom {name!r}; known: {', '.join(mma_atom_names())}")
+    raise ValueError(f"unknown MMA atom {name!r}; known: SM80_16x8x{{8,16}}_{{{','.join(_SM80_TYPES)}}}_TN and "
+                     f"SM90_64x{{N}}x16_{{{','.join(_GMMA_TYPES)}}}_{{SS,RS}} with N a multiple of 8 up to 256")
 
 
 def mma_atom_names():
