@@ -213,6 +213,8 @@ def main():
         rows.append(row)
         summary = "  ".join(f"{k.removeprefix('flashcute_')} {v:.1f}" for k, v in row["tflops"].items())
         print(f"{row['dtype']} d={row['d']} causal={row['causal']} b={row['b']} s={row['s']} h={row['hq']}/{row['hkv']}: {summary}", flush=True)
+        for name, note in row["notes"].items():
+            print(f"  {name} did not run: {note}")
         for name, diff in row.get("max_abs_diff_vs_flash", {}).items():
             if diff > 0.05:
                 print(f"  WARNING: flashcute {name} differs from torch's flash by {diff:.3f}")
