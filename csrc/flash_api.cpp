@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -22,6 +23,21 @@
 namespace flashcute {
 
 namespace {
+
+// Numbers in messages are formatted here and passed as strings: streaming integers through std::ostream from
+// this library crashed on the H200 image (a libstdc++ mismatch inside the inlined numeric insertion), while
+// string insertion is resolved in libstdc++ itself.
+std::string str(int64_t value) { return std::to_string(value); }
+std::string str(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%g", value);
+  return buffer;
+}
+std::string str(c10::IntArrayRef values) {
+  std::string text = "[";
+  for (size_t i = 0; i < values.size(); ++i) { text += (i ? ", " : "") + std::to_string(values[i]); }
+  return text + "]";
+}
 
 struct RegisteredKernel {
   Arch arch;
@@ -78,17 +94,17 @@ bool arch_built(Arch arch) {
 
 void check_tensor(at::Tensor const& t, char const* name, char const* dims) {
   TORCH_CHECK(t.is_cuda(), "flashcute.fwd: ", name, " must be a CUDA tensor, got a tensor on ", t.device());
-  TORCH_CHECK(t.dim() == 4, "flashcute.fwd: ", name, " must have 4 dimensions ", dims, ", got ", t.dim(),
-              " (shape ", t.sizes(), ")");
+  TORCH_CHECK(t.dim() == 4, "flashcute.fwd: ", name, " must have 4 dimensions ", dims, ", got ", str(t.dim()),
+              " (shape ", str(t.sizes()), ")");
   TORCH_CHECK(t.stride(3) == 1 || t.size(3) <= 1, "flashcute.fwd: ", name,
-              " must be contiguous in its last dimension (stride 1), got stride ", t.stride(3),
+              " must be contiguous in its last dimension (stride 1), got stride ", str(t.stride(3)),
               "; call .contiguous() on it");
   // 128-bit loads: the base address and every stride that moves the address must be 16-byte multiples.
   bool aligned = reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
   for (int i = 0; i < 3; ++i) { aligned = aligned && (t.size(i) <= 1 || (t.stride(i) * t.element_size()) % 16 == 0); }
   TORCH_CHECK(aligned, "flashcute.fwd: ", name, " must be 16-byte aligned (data pointer and the strides of "
-              "its first three dimensions multiples of 8 elements), got strides ", t.strides(),
-              " and storage offset ", t.storage_offset(), "; call .contiguous() on it");
+              "its first three dimensions multiples of 8 elements), got strides ", str(t.strides()),
+              " and storage offset ", str(t.storage_offset()), "; call .contiguous() on it");
 }
 
 struct DeviceInfo {
@@ -108,10 +124,10 @@ DeviceInfo device_info(int device) {
 Arch choose_backend(std::string const& backend, DeviceInfo const& props, DType dtype, int head_dim,
                     std::string const& sm90_unsupported) {
   TORCH_CHECK(props.major >= 8, "flashcute.fwd: flashcute needs an NVIDIA GPU of compute capability 8.0 or newer "
-              "(Ampere+), got ", props.major, ".", props.minor);
+              "(Ampere+), got ", str(int64_t(props.major)), ".", str(int64_t(props.minor)));
   if (backend == "sm90") {
     TORCH_CHECK(props.major == 9, "flashcute.fwd: backend 'sm90' needs a Hopper GPU (compute capability 9.x), got ",
-                props.major, ".", props.minor, "; use backend='sm80' or 'auto'");
+                str(int64_t(props.major)), ".", str(int64_t(props.minor)), "; use backend='sm80' or 'auto'");
     TORCH_CHECK(arch_built(Arch::kSm90), "flashcute.fwd: backend 'sm90' is not in this build (built kernels: ",
                 built_kernel_list(), "); build with FLASHCUTE_CUDA_ARCHS including 9.0a");
     TORCH_CHECK(sm90_unsupported.empty(), "flashcute.fwd: backend 'sm90' cannot take these inputs: ",
@@ -148,27 +164,28 @@ std::tuple<at::Tensor, at::Tensor> fwd(at::Tensor const& q, at::Tensor const& k,
               "), got ", dtype_name(k.scalar_type()));
   TORCH_CHECK(v.scalar_type() == dtype, "flashcute.fwd: v must have the same dtype as q (", dtype_name(dtype),
               "), got ", dtype_name(v.scalar_type()));
-  TORCH_CHECK(k.sizes() == v.sizes(), "flashcute.fwd: k and v must have the same shape, got k ", k.sizes(),
-              " and v ", v.sizes());
+  TORCH_CHECK(k.sizes() == v.sizes(), "flashcute.fwd: k and v must have the same shape, got k ", str(k.sizes()),
+              " and v ", str(v.sizes()));
 
   int64_t const batch = q.size(0), seqlen_q = q.size(1), heads_q = q.size(2), head_dim = q.size(3);
   int64_t const seqlen_k = k.size(1), heads_kv = k.size(2);
-  TORCH_CHECK(k.size(0) == batch, "flashcute.fwd: k must have the batch size of q (", batch, "), got ", k.size(0));
-  TORCH_CHECK(k.size(3) == head_dim, "flashcute.fwd: k must have the head_dim of q (", head_dim, "), got ",
-              k.size(3));
+  TORCH_CHECK(k.size(0) == batch, "flashcute.fwd: k must have the batch size of q (", str(batch), "), got ",
+              str(k.size(0)));
+  TORCH_CHECK(k.size(3) == head_dim, "flashcute.fwd: k must have the head_dim of q (", str(head_dim), "), got ",
+              str(k.size(3)));
   TORCH_CHECK(head_dim > 0 && head_dim % 8 == 0 && head_dim <= 256,
-              "flashcute.fwd: head_dim must be a multiple of 8 between 8 and 256, got ", head_dim);
-  TORCH_CHECK(heads_kv > 0 && heads_q % heads_kv == 0, "flashcute.fwd: heads_q (", heads_q,
-              ") must be a multiple of heads_kv (", heads_kv, ") for multi/grouped-query attention");
+              "flashcute.fwd: head_dim must be a multiple of 8 between 8 and 256, got ", str(head_dim));
+  TORCH_CHECK(heads_kv > 0 && heads_q % heads_kv == 0, "flashcute.fwd: heads_q (", str(heads_q),
+              ") must be a multiple of heads_kv (", str(heads_kv), ") for multi/grouped-query attention");
   TORCH_CHECK(batch <= 65535 && heads_q <= 65535, "flashcute.fwd: batch and heads_q must be at most 65535, got ",
-              batch, " and ", heads_q);
+              str(batch), " and ", str(heads_q));
   TORCH_CHECK(seqlen_q < (int64_t(1) << 31) && seqlen_k < (int64_t(1) << 31),
               "flashcute.fwd: sequence lengths must be below 2^31");
   double const scale = softmax_scale.value_or(1.0 / std::sqrt(double(head_dim)));
   // The online softmax tracks the row maximum of the unscaled scores, which is the maximum of the scaled ones
   // only for a positive scale.
   TORCH_CHECK(std::isfinite(scale) && scale > 0, "flashcute.fwd: softmax_scale must be positive and finite, got ",
-              scale);
+              str(scale));
   std::string const backend(backend_arg);
 
   c10::cuda::CUDAGuard device_guard(q.device());
@@ -212,7 +229,7 @@ std::tuple<at::Tensor, at::Tensor> fwd(at::Tensor const& q, at::Tensor const& k,
                                    sm90::unsupported_reason(params, int(q.element_size())));
   RegisteredKernel const* kernel = find_kernel(arch, kernel_dtype, int(head_dim));
   TORCH_CHECK(kernel != nullptr, "flashcute.fwd: no ", arch_name(arch), " kernel for ", dtype_name(kernel_dtype),
-              " with head_dim ", head_dim, " is in this build (built kernels: ", built_kernel_list(),
+              " with head_dim ", str(head_dim), " is in this build (built kernels: ", built_kernel_list(),
               "); rebuild without FLASHCUTE_DTYPES / FLASHCUTE_HDIMS restrictions");
   kernel->launcher(params, c10::cuda::getCurrentCUDAStream().stream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
