@@ -228,9 +228,13 @@ def _wrap(v, static):
     return Int(v) if static else v
 
 
+class DivisionByZero(ValueError, ZeroDivisionError):
+    """An integer division by zero inside the algebra (where C++ would fault at run time)."""
+
+
 def _cdiv_value(a, b):
     if b == 0:
-        raise ZeroDivisionError("integer division by zero")
+        raise DivisionByZero(f"integer division {a} / 0 (C++ CuTe would fault here)")
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b >= 0) else -q
 
@@ -246,7 +250,7 @@ def mod(a, b):
     """C++ ``a % b`` on integers (sign of ``a``); static as in C++ (``x % _1`` and ``_0 % x`` are ``_0``)."""
     a_, b_ = int(a), int(b)
     if b_ == 0:
-        raise ZeroDivisionError("integer modulo by zero")
+        raise DivisionByZero(f"integer modulo {a_} % 0 (C++ CuTe would fault here)")
     v = a_ - _cdiv_value(a_, b_) * b_
     return _wrap(v, _both(a, b) or is_constant(0, a) or is_constant(1, b) or is_constant(-1, b))
 

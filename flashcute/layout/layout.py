@@ -561,6 +561,9 @@ def _composition_impl(lhs_shape, lhs_stride, rhs_shape, rhs_stride):
         return Layout(rhs_shape, rhs_stride * lhs_stride)
     result_shape, result_stride = (), ()
     rest_shape, rest_stride = rhs_shape, rhs_stride
+    if int(rhs_stride) == 0:
+        raise ValueError(f"composition: the right layout has a dynamic stride 0 over a multi-mode left layout "
+                         f"{to_str(lhs_shape)}; C++ divides by it (a run-time fault); use a static _0 stride")
     for curr_shape, curr_stride in zip(lhs_shape[:-1], lhs_stride[:-1]):
         cond = int(mod(rest_stride, curr_shape)) == 0 or int(rest_stride) < int(curr_shape)
         if not cond and (is_static(curr_shape) and is_static(rest_stride) or int(rest_shape) > 1):
