@@ -482,7 +482,7 @@ def _note(message: str) -> None:
 
 
 def build() -> Path:
-    """JIT-build the extension for the visible GPUs (or FLASHCUTE_CUDA_ARCHS) into the cache without loading
-    it; returns the library's path. Does nothing when the cached build is current."""
+    """JIT-build the extension for the visible GPUs (or FLASHCUTE_CUDA_ARCHS) into the cache, e.g. ahead of
+    the first call; returns the library's path. Does nothing when the cached build is current."""
     require_cuda_torch()
     return _jit_library()[0]
