@@ -208,6 +208,14 @@ def test_offsets_past_int32(library, backend):
     check_fwd(q, k, v, causal=False, backend=backend)
 
 
+@pytest.mark.parametrize("backend", ["auto", "sm80"])
+def test_kv_broadcast_over_the_batch(library, backend):
+    # Stride-0 batch dims are valid input; "auto" must run them (on Hopper: on sm80, as TMA cannot encode them).
+    skip_unless_built(library, torch.bfloat16, 128, "sm80")
+    q, k, v = make_qkv(3, 200, 300, 4, 2, 128, torch.bfloat16, "contiguous", 17)
+    check_fwd(q, k[:1].expand_as(k), v[:1].expand_as(v), causal=True, backend=backend)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_inputs_are_not_modified(library, backend):
     skip_unless_built(library, torch.float16, 128, backend)

@@ -190,3 +190,15 @@ def test_backward_is_a_clear_error(library):
     assert out.requires_grad
     with pytest.raises(NotImplementedError, match="flashcute.fwd has no backward pass yet"):
         out.float().sum().backward()
+
+
+@cuda
+def test_sm90_refuses_what_tma_cannot_address(library):
+    if torch.cuda.get_device_capability()[0] != 9 or not any(n.startswith("sm90") for n in torch.ops.flashcute.built_kernels()):
+        pytest.skip("needs a Hopper GPU and the sm90 kernels")
+    q, k, v = qkv()
+    shared_k = k[:1].expand(2, -1, -1, -1)  # one k for the whole batch: batch stride 0, which TMA cannot encode
+    with raises("backend 'sm90' cannot take these inputs: k needs batch, sequence and head strides that are positive "
+                "multiples of 16 bytes for TMA, got 0, 256, 64 elements; use backend='sm80' or 'auto', or pass "
+                "contiguous tensors"):
+        fwd(q, shared_k, v, backend="sm90")
