@@ -656,8 +656,16 @@ def sizes():
 
 
 if __name__ == "__main__":
+    from tests.layout import test_oracle_dynamic as dyn
+
     total = 0
+    print("generated C++ programs (static and mixed integers), per family:")
     for name, count in sizes().items():
         total += count
-        print(f"{name:15s} {count:6d}")
-    print(f"{'total':15s} {total:6d}")
+        print(f"  {name:15s} {count:6d}")
+    print("stdin-driven C++ program (dynamic integers), per request kind:")
+    for kind in dyn.KINDS:
+        count = len(dyn.requests(kind))
+        total += count
+        print(f"  {kind:15s} {count:6d}")
+    print(f"  {'total':15s} {total:6d}")

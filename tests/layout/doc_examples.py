@@ -37,7 +37,7 @@ EXAMPLES = [
      "((_2,_2),_3):((_24,_2),_8)",
      "composition(Layout<Shape<_6,_2>,Stride<_8,_2>>{}, Layout<Shape<_4,_3>,Stride<_3,_1>>{})"),
     ("reshape 20:2 o (5,4):(4,1)", lambda: composition(L(S(20), S(2)), L((S(5), S(4)), (S(4), S(1)))),
-     "(_5,_4):(_8,_2)", "composition(Layout<_20,_2>{}, Layout<Shape<_5,_4>,Stride<_4,_1>>{})"),
+     "(_5,_4):(_8,_2)", "composition(Layout<Int<20>,_2>{}, Layout<Shape<_5,_4>,Stride<_4,_1>>{})"),
     ("static (10,2):(16,4) o (5,4):(1,5)",
      lambda: composition(L((S(10), S(2)), (S(16), S(4))), L((S(5), S(4)), (S(1), S(5)))),
      "(_5,(_2,_2)):(_16,(_80,_4))",
@@ -71,7 +71,7 @@ EXAMPLES = [
     ("zipped_divide 2-D", lambda: zipped_divide(L((S(9), (S(4), S(8))), (S(59), (S(13), S(1)))),
                                                (L(S(3), S(3)), L((S(2), S(4)), (S(1), S(8))))),
      "((_3,(_2,_4)),(_3,(_2,_2))):((_177,(_13,_2)),(_59,(_26,_1)))",
-     "zipped_divide(Layout<Shape<_9,Shape<_4,_8>>,Stride<_59,Stride<_13,_1>>>{}, "
+     "zipped_divide(Layout<Shape<_9,Shape<_4,_8>>,Stride<Int<59>,Stride<Int<13>,_1>>>{}, "
      "make_tile(Layout<_3,_3>{}, Layout<Shape<_2,_4>,Stride<_1,_8>>{}))"),
     ("logical_product 1-D", lambda: logical_product(L((S(2), S(2)), (S(4), S(1))), L(S(6), S(1))),
      "((_2,_2),(_2,_3)):((_4,_1),(_2,_8))",
