@@ -107,11 +107,11 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(__grid_constant_
   // (row, col) inside the S block of each score this thread holds, for masking.
   Tensor tScS = make_rowcol(thr_mma.partition_C(make_identity_tensor(select<0, 1>(TileShape_MNK{}))));
 
-  // Prologue: Q and the last visible K block in flight.
+  // Prologue: Q and the last visible K block (the only one that can be ragged) in flight.
   int n_block = range.n_block_max - 1;
-  Mainloop::load_tile(gmem_tiled_copy_QKV, tQgQ, tQsQ, tQcQ, q_row_end, params.head_dim);
-  Mainloop::load_tile(gmem_tiled_copy_QKV, tKgK(_, _, _, n_block), tKsK, tKVcKV,
-                      params.seqlen_k - n_block * kBlockN, params.head_dim);
+  Mainloop::load_tile<true>(gmem_tiled_copy_QKV, tQgQ, tQsQ, tQcQ, q_row_end, params.head_dim);
+  Mainloop::load_tile<true>(gmem_tiled_copy_QKV, tKgK(_, _, _, n_block), tKsK, tKVcKV,
+                            params.seqlen_k - n_block * kBlockN, params.head_dim);
   cp_async_fence();
 
   OnlineSoftmax<decltype(size<0>(tScS))::value> softmax;
@@ -120,13 +120,13 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(__grid_constant_
   auto step = [&](auto first, auto masked) __attribute__((always_inline)) {
     constexpr bool kFirst = decltype(first)::value;
     constexpr bool kMasked = decltype(masked)::value;
-    int const kv_row_end = params.seqlen_k - n_block * kBlockN;
-
     Tensor acc_s = partition_fragment_C(tiled_mma, select<0, 1>(TileShape_MNK{}));  // (MMA, MMA_M, MMA_N)
     clear(acc_s);
     cp_async_wait<0>();
     __syncthreads();  // K(n) landed; every warp is done with V(n+1)
-    Mainloop::load_tile(gmem_tiled_copy_QKV, tVgV(_, _, _, n_block), tVsV, tKVcKV, kv_row_end, params.head_dim);
+    // Only the first (last visible) block can be ragged: the rows of every later block are all in range.
+    Mainloop::load_tile<kFirst>(gmem_tiled_copy_QKV, tVgV(_, _, _, n_block), tVsV, tKVcKV,
+                                params.seqlen_k - n_block * kBlockN, params.head_dim);
     cp_async_fence();
 
     Mainloop::gemm_ss(acc_s, tSrQ, tSrK, tSsQ, tSsK, tiled_mma, smem_tiled_copy_Q, smem_tiled_copy_K,
@@ -140,8 +140,8 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(__grid_constant_
     cp_async_wait<0>();
     __syncthreads();  // V(n) landed; every warp is done with K(n)
     if (n_block > 0) {
-      Mainloop::load_tile(gmem_tiled_copy_QKV, tKgK(_, _, _, n_block - 1), tKsK, tKVcKV,
-                          kv_row_end + kBlockN, params.head_dim);
+      Mainloop::load_tile<false>(gmem_tiled_copy_QKV, tKgK(_, _, _, n_block - 1), tKsK, tKVcKV, kBlockN,
+                                 params.head_dim);
       cp_async_fence();
     }
 

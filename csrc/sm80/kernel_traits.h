@@ -71,12 +71,14 @@ struct KernelTraits {
   static constexpr int kSmemBytes = (kSmemQElems + 2 * kSmemKVElems) * sizeof(Element);
 };
 
-// The shipped configuration per head dim (FlashAttention-2's Ampere choices, 2 CTAs per SM on H100/A100).
+// The shipped configuration per head dim: FlashAttention-2's Ampere choices, except where the tile sweep
+// (benchmarks/sm80_tile_sweep, H200, see benchmarks/notes.md) measured better: hdim 64 with 128x64 (128x128
+// spills ~350 B/thread), hdim 256 with 64x64 on 4 warps.
 template <typename Element, int kHeadDim> struct DefaultTraits;
-template <typename E> struct DefaultTraits<E, 64> { using type = KernelTraits<E, 64, 128, 128, 4>; };
+template <typename E> struct DefaultTraits<E, 64> { using type = KernelTraits<E, 64, 128, 64, 4>; };
 template <typename E> struct DefaultTraits<E, 96> { using type = KernelTraits<E, 96, 128, 64, 4>; };
 template <typename E> struct DefaultTraits<E, 128> { using type = KernelTraits<E, 128, 128, 64, 4>; };
 template <typename E> struct DefaultTraits<E, 192> { using type = KernelTraits<E, 192, 128, 64, 8>; };
-template <typename E> struct DefaultTraits<E, 256> { using type = KernelTraits<E, 256, 128, 64, 8>; };
+template <typename E> struct DefaultTraits<E, 256> { using type = KernelTraits<E, 256, 64, 64, 4>; };
 
 }  // namespace flashcute::sm80

@@ -9,15 +9,15 @@ namespace flashcute::sm80 {
 using namespace cute;
 
 struct Mainloop {
-  // gmem -> smem tile copy; rows >= row_end or columns >= col_end are zero-filled (cp.async ZFILL), so
-  // ragged tails and head dims below the instantiated one read as zeros and never touch memory.
-  // tCoord: the identity tensor partitioned like the source, giving each copy vector's (row, col).
-  template <class TiledCopy, class TensorG, class TensorS, class TensorC>
+  // gmem -> smem tile copy; columns >= col_end and (with kCheckRows) rows >= row_end are zero-filled (cp.async
+  // ZFILL), so ragged tails and head dims below the instantiated one read as zeros and never touch memory.
+  // tXcX: the identity tensor partitioned like the source, giving each copy vector's (row, col).
+  template <bool kCheckRows, class TiledCopy, class TensorG, class TensorS, class TensorC>
   __device__ static void load_tile(TiledCopy const& tiled_copy, TensorG const& tXgX, TensorS& tXsX,
                                    TensorC const& tXcX, int row_end, int col_end) {
     CUTE_UNROLL
     for (int m = 0; m < size<1>(tXgX); ++m) {
-      bool const row_ok = get<0>(tXcX(0, m, 0)) < row_end;
+      bool const row_ok = !kCheckRows || get<0>(tXcX(0, m, 0)) < row_end;
       CUTE_UNROLL
       for (int k = 0; k < size<2>(tXgX); ++k) {
         bool const ok = row_ok && get<1>(tXcX(0, m, k)) < col_end;
