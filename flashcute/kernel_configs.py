@@ -1,8 +1,8 @@
 """The shipped kernel configurations, described in Python and built with flashcute.layout.
 
 Each configuration names the same layouts and atoms as the kernel's C++ traits
-(csrc/sm80/kernel_traits.h) and builds them the way the traits do (Swizzle ∘ row-major atom,
-tile_to_shape, TiledMMA, make_tiled_copy[_A|_B|_C]).  ``printed()`` gives every object as C++
+(csrc/sm80/kernel_traits.h, csrc/sm90/kernel_traits.h) and builds them the way the traits do (swizzled
+atoms, tile_to_shape, TiledMMA, make_tiled_copy[_A|_B|_C]).  ``printed()`` gives every object as C++
 ``cute::print`` writes it, under the names csrc/tools/print_kernel_layouts.cpp uses, so
 tests/test_kernel_layouts.py can hold the two equal, character for character.
 
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from .layout import (
-    Int, Layout, LayoutRight, Swizzle, composition, cosize, get_nonswizzle_portion, make_layout,
-    tile_to_shape, to_str,
+    Int, Layout, LayoutRight, Swizzle, composition, cosize, get_nonswizzle_portion, gmma_smem_atom, make_layout,
+    make_ordered_layout, tile_to_shape, to_str,
 )
 from .layout.atoms import copy_atom, mma_atom
 from .layout.tiled import make_tiled_copy, make_tiled_copy_A, make_tiled_copy_B, make_tiled_copy_C, make_tiled_mma
@@ -25,6 +25,32 @@ from .layout.tiled import make_tiled_copy, make_tiled_copy_A, make_tiled_copy_B,
 DTYPES = ("fp16", "bf16")
 ELEMENT_BITS = {"fp16": 16, "bf16": 16}
 CUTE_TYPE = {"fp16": "half_t", "bf16": "bfloat16_t"}
+MMA_TYPE = {"fp16": "F16", "bf16": "BF16"}
+
+
+def _printed(fields):
+    return {name: to_str(value) if isinstance(value, tuple) else str(value) for name, value in fields.items()}
+
+
+def _mma_fields(name, mma, atom_shape=False):
+    fields = {f"{name}.atom_Shape_MNK": mma.atom.shape_mnk} if atom_shape else {}
+    fields.update({
+        f"{name}.ThrLayoutVMNK": mma.thr_layout_vmnk,
+        f"{name}.tile_shape": mma.tile_shape,
+        f"{name}.layoutA_TV": mma.get_layoutA_TV(),
+        f"{name}.layoutB_TV": mma.get_layoutB_TV(),
+        f"{name}.layoutC_TV": mma.get_layoutC_TV(),
+    })
+    return fields
+
+
+def _copy_fields(name, tiled_copy):
+    return {
+        f"{name}.Tiler_MN": tiled_copy.tiler_mn,
+        f"{name}.TiledLayout_TV": tiled_copy.layout_tv,
+        f"{name}.layoutS_TV": tiled_copy.get_layoutS_TV(),
+        f"{name}.layoutD_TV": tiled_copy.get_layoutD_TV(),
+    }
 
 # csrc/sm80/kernel_traits.h DefaultTraits: head dim -> (kBlockM, kBlockN, kNWarps).
 SM80_SHIPPED = {
@@ -204,18 +230,11 @@ class Sm80Config:
             "SmemLayoutVtNoSwizzle": self.smem_layout_vt_noswizzle,
             "SmemLayoutO": self.smem_layout_o,
             "GmemLayoutAtom": self.gmem_layout_atom,
-            "TiledMma.ThrLayoutVMNK": self.tiled_mma.thr_layout_vmnk,
-            "TiledMma.tile_shape": self.tiled_mma.tile_shape,
-            "TiledMma.layoutA_TV": self.tiled_mma.get_layoutA_TV(),
-            "TiledMma.layoutB_TV": self.tiled_mma.get_layoutB_TV(),
-            "TiledMma.layoutC_TV": self.tiled_mma.get_layoutC_TV(),
+            **_mma_fields("TiledMma", self.tiled_mma),
         }
         for name, tiled_copy in self.tiled_copies().items():
-            fields[f"{name}.Tiler_MN"] = tiled_copy.tiler_mn
-            fields[f"{name}.TiledLayout_TV"] = tiled_copy.layout_tv
-            fields[f"{name}.layoutS_TV"] = tiled_copy.get_layoutS_TV()
-            fields[f"{name}.layoutD_TV"] = tiled_copy.get_layoutD_TV()
-        return {name: str(value) if not isinstance(value, tuple) else to_str(value) for name, value in fields.items()}
+            fields.update(_copy_fields(name, tiled_copy))
+        return _printed(fields)
 
     def tiled_copies(self):
         """Every TiledCopy of the kernel, by the name print_kernel_layouts.cpp gives it."""
@@ -233,19 +252,221 @@ class Sm80Config:
         return f"{self.arch} {self.dtype} hdim{self.head_dim}"
 
 
+# csrc/sm90/kernel_traits.h TileConfig: (head dim, causal) -> (kBlockM, kBlockN, kStages).
+SM90_SHIPPED = {
+    (64, False): (192, 128, 2), (64, True): (192, 128, 2),
+    (96, False): (128, 128, 2), (96, True): (128, 128, 2),
+    (128, False): (128, 176, 2), (128, True): (128, 128, 2),
+    (192, False): (128, 112, 2), (192, True): (128, 112, 2),
+    (256, False): (128, 80, 2), (256, True): (128, 80, 2),
+}
+# GMMA N extents GMMA::ss_op_selector / rs_op_selector choose from (the largest dividing the tile's N)
+# without CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED, which flashcute's build does not define.
+GMMA_N = (256, 192, 128, 96, 64, 32, 16, 8)
+MBARRIER_BYTES = 8       # cutlass::arch::ClusterBarrier / ClusterTransactionBarrier: one 64-bit mbarrier
+SMEM_ALIGN = 1024        # cute::array_aligned<..., 1024>: what the 128-byte swizzle atoms need
+
+
+def gmma_op(dtype, n, source):
+    """The GMMA atom GMMA::{ss,rs}_op_selector picks for a (64, n) tile with float accumulators."""
+    atom_n = next((g for g in GMMA_N if n % g == 0), None)
+    if atom_n is None:
+        raise ValueError(f"no GMMA atom divides a tile N of {n}")
+    t = MMA_TYPE[dtype]
+    return f"SM90_64x{atom_n}x16_F32{t}{t}_{source}"
+
+
+def _round_up(x, m):
+    return -(-x // m) * m
+
+
+@dataclass(frozen=True)
+class Sm90Config:
+    """One instantiation of ``flashcute::sm90::KernelTraits<Element, kHeadDim, kCausal>``: one producer
+    warpgroup (TMA) and kBlockM / 64 consumer warpgroups (wgmma)."""
+
+    dtype: str
+    head_dim: int
+    causal: bool
+    block_m: int
+    block_n: int
+    stages: int
+
+    arch = "sm90"
+
+    def __post_init__(self):
+        if self.dtype not in ELEMENT_BITS:
+            raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
+
+    @property
+    def element_bits(self):
+        return ELEMENT_BITS[self.dtype]
+
+    @property
+    def element_bytes(self):
+        return self.element_bits // 8
+
+    @property
+    def element_type(self):
+        return CUTE_TYPE[self.dtype]
+
+    @property
+    def n_mma_warpgroups(self):
+        return self.block_m // 64
+
+    @property
+    def n_mma_threads(self):
+        return self.n_mma_warpgroups * 128
+
+    @property
+    def n_threads(self):
+        return self.n_mma_threads + 128
+
+    @property
+    def producer_regs(self):
+        """setmaxnreg: the producer warpgroup gives registers to the consumers."""
+        return 24 if self.n_mma_warpgroups == 2 else 32
+
+    @property
+    def consumer_regs(self):
+        return 240 if self.n_mma_warpgroups == 2 else 160
+
+    @property
+    def tile_shape_mnk(self):
+        return (Int(self.block_m), Int(self.block_n), Int(self.head_dim))
+
+    # -- shared memory ---------------------------------------------------------------------
+    @cached_property
+    def smem_layout_atom(self):
+        """The widest GMMA K-major swizzle atom (128, 64 or 32 bytes of head dim) that tiles the head dim."""
+        kind = "SW128" if self.head_dim % 64 == 0 else "SW64" if self.head_dim % 32 == 0 else "SW32"
+        return gmma_smem_atom("K", kind, self.element_bits)
+
+    @cached_property
+    def smem_layout_q(self):
+        return tile_to_shape(self.smem_layout_atom, (Int(self.block_m), Int(self.head_dim)))
+
+    @cached_property
+    def smem_layout_k(self):
+        return tile_to_shape(self.smem_layout_atom, (Int(self.block_n), Int(self.head_dim), Int(self.stages)))
+
+    @property
+    def smem_layout_v(self):
+        """Written by TMA exactly like K."""
+        return self.smem_layout_k
+
+    @cached_property
+    def smem_layout_vt(self):
+        """The V stages read as V^T (head_dim, kBlockN, stages), head dim contiguous: an MN-major B operand."""
+        shape = (Int(self.head_dim), Int(self.block_n), Int(self.stages))
+        return composition(self.smem_layout_v, make_ordered_layout(shape, (Int(2), Int(1), Int(3))))
+
+    @property
+    def smem_layout_o(self):
+        """O is staged for the TMA store in the space of the V stages."""
+        return self.smem_layout_q
+
+    def _smem_array_bytes(self, layout):
+        return _round_up(int(cosize(layout)) * self.element_bytes, SMEM_ALIGN)
+
+    @property
+    def smem_bytes(self):
+        """sizeof(SharedStorage): {V stages | O}, Q, K (1024-aligned), then the Q, K, V pipelines' full and
+        empty barriers and the O barrier; the struct is 1024-aligned."""
+        arrays = (max(self._smem_array_bytes(self.smem_layout_v), self._smem_array_bytes(self.smem_layout_o))
+                  + self._smem_array_bytes(self.smem_layout_q) + self._smem_array_bytes(self.smem_layout_k))
+        barriers = MBARRIER_BYTES * (2 * 1 + 2 * self.stages * 2 + 1)
+        return _round_up(arrays + barriers, SMEM_ALIGN)
+
+    @property
+    def tma_bytes_q(self):
+        return self.block_m * self.head_dim * self.element_bytes
+
+    @property
+    def tma_bytes_kv(self):
+        return self.block_n * self.head_dim * self.element_bytes
+
+    # -- tensor cores ----------------------------------------------------------------------
+    @property
+    def atom_layout_mnk(self):
+        return Layout((Int(self.n_mma_warpgroups), Int(1), Int(1)))
+
+    @cached_property
+    def tiled_mma_s(self):
+        """S = Q.K^T, both operands K-major in shared memory (SS)."""
+        return make_tiled_mma(mma_atom(gmma_op(self.dtype, self.block_n, "SS")), self.atom_layout_mnk)
+
+    @cached_property
+    def tiled_mma_o(self):
+        """O += P.V: P from registers, V^T MN-major in shared memory (RS)."""
+        return make_tiled_mma(mma_atom(gmma_op(self.dtype, self.head_dim, "RS")), self.atom_layout_mnk)
+
+    @cached_property
+    def smem_tiled_copy_o(self):
+        """O registers -> shared memory with stmatrix (csrc/sm90/epilogue.h)."""
+        return make_tiled_copy_C(copy_atom("SM90_U32x4_STSM_N", self.element_type), self.tiled_mma_o)
+
+    def tiled_copies(self):
+        return {"SmemTiledCopyO": self.smem_tiled_copy_o}
+
+    def printed(self):
+        """``{name: cute::print string}`` in the order and under the names of print_kernel_layouts.cpp."""
+        fields = {
+            "kBlockM": self.block_m,
+            "kBlockN": self.block_n,
+            "kHeadDim": self.head_dim,
+            "kStages": self.stages,
+            "kNumMmaWarpGroups": self.n_mma_warpgroups,
+            "kNumMmaThreads": self.n_mma_threads,
+            "kNumThreads": self.n_threads,
+            "kProducerRegs": self.producer_regs,
+            "kConsumerRegs": self.consumer_regs,
+            "TileShape_MNK": self.tile_shape_mnk,
+            "kSmemBytes": self.smem_bytes,
+            "kTmaBytesQ": self.tma_bytes_q,
+            "kTmaBytesKV": self.tma_bytes_kv,
+            "SmemLayoutAtom": self.smem_layout_atom,
+            "SmemLayoutQ": self.smem_layout_q,
+            "SmemLayoutK": self.smem_layout_k,
+            "SmemLayoutV": self.smem_layout_v,
+            "SmemLayoutVt": self.smem_layout_vt,
+            "SmemLayoutO": self.smem_layout_o,
+            **_mma_fields("TiledMmaS", self.tiled_mma_s, atom_shape=True),
+            **_mma_fields("TiledMmaO", self.tiled_mma_o, atom_shape=True),
+            **_copy_fields("SmemTiledCopyO", self.smem_tiled_copy_o),
+        }
+        return _printed(fields)
+
+    @property
+    def header(self):
+        return f"{self.arch} {self.dtype} hdim{self.head_dim} {'causal' if self.causal else 'noncausal'}"
+
+
+ARCHS = ("sm80", "sm90")
+
+
 def shipped_configs(arch=None):
     """Every shipped configuration (of one arch, or all), in print_kernel_layouts.cpp's order."""
-    if arch not in (None, "sm80"):
-        raise ValueError(f"arch must be 'sm80' (or None for all), got {arch!r}")
-    return [Sm80Config(dtype, d, *SM80_SHIPPED[d]) for dtype in ("fp16", "bf16") for d in SM80_SHIPPED]
+    if arch not in (None, *ARCHS):
+        raise ValueError(f"arch must be one of {ARCHS} (or None for all), got {arch!r}")
+    configs = []
+    if arch in (None, "sm80"):
+        configs += [Sm80Config(dtype, d, *SM80_SHIPPED[d]) for dtype in DTYPES for d in SM80_SHIPPED]
+    if arch in (None, "sm90"):
+        configs += [Sm90Config(dtype, d, causal, *SM90_SHIPPED[d, causal])
+                    for dtype in DTYPES for d, causal in SM90_SHIPPED]
+    return configs
 
 
-def get_config(arch, dtype, head_dim):
-    """The shipped configuration for (arch, dtype, head_dim); ValueError naming the choices otherwise."""
-    if arch != "sm80":
-        raise ValueError(f"arch must be 'sm80', got {arch!r}")
+def get_config(arch, dtype, head_dim, causal=False):
+    """The shipped configuration for (arch, dtype, head_dim[, causal: SM90 tiles depend on it]);
+    ValueError naming the choices otherwise."""
+    if arch not in ARCHS:
+        raise ValueError(f"arch must be one of {ARCHS}, got {arch!r}")
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     if head_dim not in SM80_SHIPPED:
         raise ValueError(f"head_dim must be one of {tuple(SM80_SHIPPED)} for {arch}, got {head_dim!r}")
-    return Sm80Config(dtype, head_dim, *SM80_SHIPPED[head_dim])
+    if arch == "sm80":
+        return Sm80Config(dtype, head_dim, *SM80_SHIPPED[head_dim])
+    return Sm90Config(dtype, head_dim, bool(causal), *SM90_SHIPPED[head_dim, bool(causal)])

@@ -1,15 +1,23 @@
 // Prints every layout and atom of every shipped kernel configuration, from the kernels' own trait headers.
 //
-// Host-only: compiled with g++ -std=c++17 -Icsrc -I<CUTLASS include> -I<CUDA include> (no GPU, no nvcc).
-// tests/test_kernel_layouts.py compares the output with flashcute.kernel_configs, line by line;
+// Host-only: compiled with g++ -std=c++17 -fpermissive -Icsrc -I<CUTLASS include> -I<CUDA include> (no GPU,
+// no nvcc). tests/test_kernel_layouts.py compares the output with flashcute.kernel_configs, line by line;
 // flashcute.explain draws from that mirror. Every string is CuTe's own cute::print.
 //
-// Output: one block per configuration, "== <arch> <dtype> hdim<d>", then "<name>: <value>" lines.
+// Output: one block per configuration, "== <arch> <dtype> hdim<d>[ causal|noncausal]", then "<name>: <value>".
 #include <cstdio>
+
+// sm90/kernel_traits.h pulls in cutlass/pipeline/pipeline.hpp, whose device-only member functions name
+// threadIdx and __syncthreads; declare them for the host compiler (never called here). -fpermissive lets g++
+// accept a member alias in sm100_pipeline.hpp that nvcc's host pass accepts.
+#include <cuda_runtime.h>
+#include <device_launch_parameters.h>
+void __syncthreads();
 
 #include <cute/tensor.hpp>
 
 #include "sm80/kernel_traits.h"
+#include "sm90/kernel_traits.h"
 
 namespace {
 
@@ -96,10 +104,78 @@ void print_sm80_all() {
   print_sm80<typename flashcute::sm80::DefaultTraits<Element, 256>::type>();
 }
 
+template <class TiledMma>
+void mma_fields(char const* name, TiledMma const& tiled_mma) {
+  printf("%s.atom_Shape_MNK: ", name);
+  print(typename TiledMma::Atom::Shape_MNK{});
+  printf("\n%s.ThrLayoutVMNK: ", name);
+  print(tiled_mma.get_thr_layout_vmnk());
+  printf("\n%s.tile_shape: ", name);
+  print(tile_shape(tiled_mma));
+  printf("\n%s.layoutA_TV: ", name);
+  print(tiled_mma.get_layoutA_TV());
+  printf("\n%s.layoutB_TV: ", name);
+  print(tiled_mma.get_layoutB_TV());
+  printf("\n%s.layoutC_TV: ", name);
+  print(tiled_mma.get_layoutC_TV());
+  printf("\n");
+}
+
+template <class Traits>
+void print_sm90() {
+  using Element = typename Traits::Element;
+  printf("== sm90 %s hdim%d %s\n", dtype_name<Element>(), Traits::kHeadDim, Traits::kCausal ? "causal" : "noncausal");
+  field("kBlockM", Traits::kBlockM);
+  field("kBlockN", Traits::kBlockN);
+  field("kHeadDim", Traits::kHeadDim);
+  field("kStages", Traits::kStages);
+  field("kNumMmaWarpGroups", Traits::kNumMmaWarpGroups);
+  field("kNumMmaThreads", Traits::kNumMmaThreads);
+  field("kNumThreads", Traits::kNumThreads);
+  field("kProducerRegs", Traits::kProducerRegs);
+  field("kConsumerRegs", Traits::kConsumerRegs);
+  field("TileShape_MNK", typename Traits::TileShape_MNK{});
+  field("kSmemBytes", Traits::kSmemBytes);
+  field("kTmaBytesQ", int(Traits::kTmaBytesQ));
+  field("kTmaBytesKV", int(Traits::kTmaBytesKV));
+
+  field("SmemLayoutAtom", typename Traits::SmemLayoutAtom{});
+  field("SmemLayoutQ", typename Traits::SmemLayoutQ{});
+  field("SmemLayoutK", typename Traits::SmemLayoutK{});
+  field("SmemLayoutV", typename Traits::SmemLayoutV{});
+  field("SmemLayoutVt", typename Traits::SmemLayoutVt{});
+  field("SmemLayoutO", typename Traits::SmemLayoutO{});
+
+  typename Traits::TiledMmaS tiled_mma_s;
+  typename Traits::TiledMmaO tiled_mma_o;
+  mma_fields("TiledMmaS", tiled_mma_s);
+  mma_fields("TiledMmaO", tiled_mma_o);
+  // The epilogue's registers -> smem copy of O (csrc/sm90/epilogue.h names the atom in place).
+  copy_fields("SmemTiledCopyO", make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, tiled_mma_o));
+  printf("\n");
+}
+
+template <class Element, int kHeadDim>
+void print_sm90_both() {
+  print_sm90<flashcute::sm90::KernelTraits<Element, kHeadDim, false>>();
+  print_sm90<flashcute::sm90::KernelTraits<Element, kHeadDim, true>>();
+}
+
+template <class Element>
+void print_sm90_all() {
+  print_sm90_both<Element, 64>();
+  print_sm90_both<Element, 96>();
+  print_sm90_both<Element, 128>();
+  print_sm90_both<Element, 192>();
+  print_sm90_both<Element, 256>();
+}
+
 }  // namespace
 
 int main() {
   print_sm80_all<cutlass::half_t>();
   print_sm80_all<cutlass::bfloat16_t>();
+  print_sm90_all<cutlass::half_t>();
+  print_sm90_all<cutlass::bfloat16_t>();
   return 0;
 }
