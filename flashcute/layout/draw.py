@@ -157,15 +157,28 @@ def _cell_inches(rows, cols, budget=22.0):
     return float(np.clip(budget / max(rows, cols, 1), 0.06, 0.45))
 
 
-def _figure(rows, cols, cell, extra_h=0.9):
-    return _new_figure(max(cols * cell + 1.2, 3.0), rows * cell + 0.6 + extra_h)
+def _grid_axes(x_range, y_range, cell, title):
+    """A figure sized to the data (``cell`` inches per unit), so saving needs no tight bounding box
+    (which would render every label twice); the title sits above, in monospace."""
+    lines = title.split("\n") if title else []
+    data_w, data_h = (x_range[1] - x_range[0]) * cell, (y_range[1] - y_range[0]) * cell
+    title_h = 0.2 * len(lines) + (0.1 if lines else 0.0)
+    width = max(data_w, max((len(t) for t in lines), default=0) * 0.085 + 0.3, 1.0)
+    fig = _new_figure(width, data_h + title_h)
+    ax = fig.add_axes(((width - data_w) / 2 / width, 0.0, data_w / width, data_h / (data_h + title_h)))
+    ax.set_xlim(*x_range)
+    ax.set_ylim(y_range[1], y_range[0])
+    ax.axis("off")
+    if lines:
+        fig.text(0.5, 1 - 0.05 / (data_h + title_h), title, ha="center", va="top", fontsize=10, family="monospace")
+    return fig, ax
 
 
-def _save(drawing, fig, path):
+def _save(drawing, fig, path, tight=False):
     drawing.figure = fig
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110, bbox_inches="tight")
+        fig.savefig(path, dpi=110, bbox_inches="tight" if tight else None)
         drawing.path = path
     return drawing
 
@@ -197,17 +210,6 @@ def _axis_labels(ax, x0, y0, m, n, fontsize, left=True, top=True, row_text=None,
                     fontsize=fontsize, color="0.2", rotation=90 if n > 16 and col_text else 0)
 
 
-def _setup_axes(fig, x_range, y_range, title):
-    ax = fig.add_axes((0.02, 0.02, 0.96, 0.9))
-    ax.set_xlim(*x_range)
-    ax.set_ylim(y_range[1], y_range[0])
-    ax.set_aspect("equal")
-    ax.axis("off")
-    if title:   # in data coordinates, so it sits right above the grid whatever the aspect
-        ax.text(sum(x_range) / 2, y_range[0], title, ha="center", va="bottom", fontsize=10, family="monospace")
-    return ax
-
-
 def _fontsize(cell):
     return float(np.clip(cell * 22, 3.0, 9.0))
 
@@ -230,10 +232,10 @@ def _hierarchy_lines(ax, x0, y0, m, n, mode_shape_m, mode_shape_n):
     ax.add_patch(_rect((x0, y0), n, m, fill=False, linewidth=1.6, zorder=4))
 
 
-def _mode_coord_text(mode_shape):
+def _mode_coord_text(mode_shape, sep=" "):
     if not isinstance(mode_shape, tuple):
         return None
-    return lambda i: f"{i} {to_str(idx2crd(i, mode_shape))}"
+    return lambda i: f"{i}{sep}{to_str(idx2crd(i, mode_shape))}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,18 +265,19 @@ def draw_layout(layout, path=None, title=None, color="offset"):
     m, n = grid.shape
     cell = _cell_inches(m + 2, n + 2)
     fs = _fontsize(cell)
-    fig = _figure(m + 2, n + 2, cell)
     r = int(rank(layout))
     shape_m = shape(layout, 0) if r == 2 else shape(layout)
     shape_n = shape(layout, 1) if r == 2 else Int(1)
     margin = 3.5 if isinstance(shape_m, tuple) else 1.5
     rotated = isinstance(shape_n, tuple) and n > 16     # see _axis_labels
-    ax = _setup_axes(fig, (-margin, n + 0.3), (-3.2 if rotated else -1.1, m + 0.3),
+    top = -3.2 if rotated else -1.7 if isinstance(shape_n, tuple) else -1.1
+    fig, ax = _grid_axes((-margin, n + 0.3), (top, m + 0.3), cell,
                      title or to_str(layout))
     labels = [[str(v) for v in row] for row in grid]
     _paint(ax, 0, 0, _offset_colors(grid, color), labels, fs)
     _hierarchy_lines(ax, 0, 0, m, n, shape_m, shape_n)
-    _axis_labels(ax, 0, 0, m, n, fs, row_text=_mode_coord_text(shape_m), col_text=_mode_coord_text(shape_n))
+    _axis_labels(ax, 0, 0, m, n, fs, row_text=_mode_coord_text(shape_m),
+                 col_text=_mode_coord_text(shape_n, " " if n > 16 else "\n"))
     return _save(drawing, fig, path)
 
 
@@ -301,8 +304,7 @@ def draw_memory(layout, path=None, title=None, row_width=None):
     pad = mem_rows * width - span
     cell = _cell_inches(m + mem_rows + 4, max(n, width) + 2)
     fs = _fontsize(cell)
-    fig = _figure(m + mem_rows + 4, max(n, width) + 2, cell)
-    ax = _setup_axes(fig, (-1.5, max(n, width) + 0.3), (-1.3, m + mem_rows + 3.3),
+    fig, ax = _grid_axes((-1.5, max(n, width) + 0.3), (-1.3, m + mem_rows + 3.3), cell,
                      title or f"{to_str(layout)}: logical (top) -> memory (bottom)")
     row_color = lambda i: _pastel(int(i) * 0.618033988749895, sat=0.45)   # noqa: E731
     _paint(ax, 0, 0, _colors(np.repeat(np.arange(m)[:, None], n, axis=1), row_color),
@@ -345,8 +347,7 @@ def draw_tv(layout_tv, tile_mn, path=None, title=None):
     m, n = thr.shape
     cell = _cell_inches(m + 2, n + 2)
     fs = _fontsize(cell) * 0.8
-    fig = _figure(m + 2, n + 2, cell)
-    ax = _setup_axes(fig, (-1.5, n + 0.3), (-1.5, m + 0.3), title or f"TV layout {layout_tv}")
+    fig, ax = _grid_axes((-1.5, n + 0.3), (-1.5, m + 0.3), cell, title or f"TV layout {layout_tv}")
     _tv_block(ax, 0, 0, thr, val, fs)
     _axis_labels(ax, 0, 0, m, n, fs)
     return _save(drawing, fig, path)
@@ -372,8 +373,7 @@ def draw_mma(mma, path=None, title=None):
     rows, cols = kt + 1 + mt, kt + 1 + nt
     cell = _cell_inches(rows + 2, cols + 2, budget=26.0)
     fs = _fontsize(cell) * 0.75
-    fig = _figure(rows + 2, cols + 2, cell)
-    ax = _setup_axes(fig, (-1.5, cols + 0.3), (-1.5, rows + 0.3),
+    fig, ax = _grid_axes((-1.5, cols + 0.3), (-1.5, rows + 0.3), cell,
                      title or f"{mma.atom.name}  threads {mma.thr_layout_vmnk}  tile {to_str(mma.tile_shape)}")
     x_c, y_c = kt + 1, kt + 1
     _tv_block(ax, x_c, y_c, c_thr, c_val, fs)                     # C: (m, n)
@@ -403,8 +403,7 @@ def draw_copy(copy, path=None, title=None):
     cols = 2 * n + 3
     cell = _cell_inches(m + 2, cols + 2, budget=26.0)
     fs = _fontsize(cell) * 0.75
-    fig = _figure(m + 2, cols + 2, cell)
-    ax = _setup_axes(fig, (-1.5, cols + 0.3), (-2.6, m + 0.3),
+    fig, ax = _grid_axes((-1.5, cols + 0.3), (-2.6, m + 0.3), cell,
                      title or f"{copy.atom.name}<{copy.atom.value_type}>  tiler {to_str(copy.tiler_mn)}")
     _tv_block(ax, 0, 0, s_thr, s_val, fs)
     _tv_block(ax, n + 3, 0, d_thr, d_val, fs)
@@ -477,7 +476,7 @@ def draw_tiling(shape_mn, tile_mn, path=None, title=None, names=("row", "col")):
     ax.text(0, rows, f" {names[0]} = {rows}", color="crimson", va="bottom", fontsize=8)
     ax.set_title(title or f"local_tile of a ({rows}, {cols}) matrix into ({bm}, {bn}) tiles: "
                  f"{nm} x {nn} tiles, ceil_div({rows}, {bm}) = {nm}", fontsize=9)
-    return _save(drawing, fig, path)
+    return _save(drawing, fig, path, tight=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -596,7 +595,7 @@ def draw_flash_loop(seqlen_q, seqlen_k, head_dim, block_m, block_n, m_block=0, c
                    fontsize=8)
     fig.suptitle(title or f"FlashAttention loop: seqlen_q={seqlen_q}, seqlen_k={seqlen_k}, d={head_dim}, "
                  f"blocks {block_m}x{block_n}{', causal' if causal else ''}", fontsize=10)
-    return _save(drawing, fig, path)
+    return _save(drawing, fig, path, tight=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -617,8 +616,7 @@ def draw_bank_map(layout, elem_bytes, path=None, title=None, highlight=None):
     m, n = grid.shape
     cell = _cell_inches(m + 2, n + 2)
     fs = _fontsize(cell)
-    fig = _figure(m + 2, n + 2, cell)
-    ax = _setup_axes(fig, (-1.5, n + 0.3), (-1.3, m + 0.3),
+    fig, ax = _grid_axes((-1.5, n + 0.3), (-1.3, m + 0.3), cell,
                      title or f"banks of {to_str(layout)}, {int(elem_bytes)}-byte elements")
     _paint(ax, 0, 0, _colors(banks, bank_color), [[str(b) for b in row] for row in banks], fs)
     _axis_labels(ax, 0, 0, m, n, fs)

@@ -1,0 +1,24 @@
+"""Row-major vs column-major: the same 4x8 matrix, two layouts, two memory orders.
+
+    python examples/layout/row_col_major.py [OUT_DIR]      (default ./layout_pictures)
+"""
+
+import sys
+from pathlib import Path
+
+from flashcute.layout import Int, Layout, LayoutRight, draw_layout, draw_memory, print_layout
+
+
+def main(out):
+    col_major = Layout((Int(4), Int(8)))                  # (4,8):(1,4), CuTe's default (LayoutLeft)
+    row_major = Layout((Int(4), Int(8)), LayoutRight)     # (4,8):(8,1)
+    for name, layout in (("col_major", col_major), ("row_major", row_major)):
+        print_layout(layout)
+        for ext in ("png", "svg"):
+            draw_layout(layout, out / f"{name}.{ext}", title=f"{name.replace('_', '-')}  {layout}")
+            draw_memory(layout, out / f"{name}_memory.{ext}")
+    print(f"pictures in {out}")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1] if len(sys.argv) > 1 else "layout_pictures"))
