@@ -113,7 +113,8 @@ class Layout:
         return idx2crd(idx, self.shape, self.stride)
 
     def get_flat_coord(self, idx):
-        return crd2crd(self.get_hier_coord(idx), self.shape, (Int(1),) * len(wrap(self.shape)))
+        r = len(wrap(self.shape))
+        return crd2crd(self.get_hier_coord(idx), self.shape, Int(1) if r == 1 else (Int(1),) * r)  # C++ repeat<R>
 
     def get_1d_coord(self, idx):
         return crd2idx(self.get_hier_coord(idx), self.shape)
@@ -267,7 +268,7 @@ def make_identity_layout(shape):
 # ---------------------------------------------------------------------------------------------
 
 def _shape_of(x):
-    if isinstance(x, Layout) or _is_composed(x) or hasattr(x, "layout") and not isinstance(x, tuple):
+    if isinstance(x, Layout) or _is_composed(x) or _is_tensor(x):
         return x.shape
     return as_int_tuple(x)
 

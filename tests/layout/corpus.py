@@ -404,6 +404,34 @@ def fam_max_common(rng, n):
     return _collect(rng, n, make)
 
 
+def fam_like(rng, n):
+    """make_fragment_like, make_layout_like, nullspace, max_alignment, flat/hierarchical coordinates."""
+    from flashcute.layout import make_fragment_like, make_layout_like, nullspace, max_alignment
+
+    def make(rng):
+        L = rand_layout(rng, p_static=rng.choice([0.6, 1.0, 1.0]), max_rank=3, max_size=256, p_zero=0.2)
+        k = rng.random()
+        if k < 0.3:
+            return _case(f"make_fragment_like({cpp(L)})", lambda: make_fragment_like(L), f"make_fragment_like {L}", L)
+        if k < 0.5:
+            return _case(f"make_layout_like({cpp(L)})", lambda: make_layout_like(L), f"make_layout_like {L}", L)
+        if k < 0.65:
+            return _case(f"nullspace({cpp(L)})", lambda: nullspace(L), f"nullspace {L}", L)
+        if k < 0.8:
+            if _safe(lambda: max_alignment(L)) is None:
+                return None
+            return _case(f"max_alignment({cpp(L)})", lambda: max_alignment(L), f"max_alignment {L}", L)
+        i = rng.randrange(int(size(L)))
+        body = (f"auto L = {cpp(L)}; print(L.get_hier_coord({i})); print(' '); print(L.get_flat_coord({i}));"
+                f" print(' '); print(L.get_1d_coord({i}));")
+        if _safe(lambda: L.get_hier_coord(i)) is None:
+            return None  # a dynamic stride 0 divides by zero (C++ faults)
+        return Case(lambda: " ".join(to_str(f(i)) for f in (L.get_hier_coord, L.get_flat_coord, L.get_1d_coord)),
+                    f"coords {L} {i}", stmt=body)
+
+    return _collect(rng, n, make)
+
+
 def fam_int_tuple(rng, n):
     def make(rng):
         s = statify(rng, rand_shape(rng, max_rank=3, max_depth=2, max_size=512), rng.choice([0.5, 1.0]))
@@ -631,6 +659,7 @@ FAMILIES = {
     "recast": (fam_recast, 300),
     "max_common": (fam_max_common, 300),
     "int_tuple": (fam_int_tuple, 400),
+    "like": (fam_like, 200),
     "eval": (fam_eval, 200),
     "print_layout": (fam_print_layout, 200),
     "swizzle": (fam_swizzle, 400),

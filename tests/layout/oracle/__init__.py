@@ -250,7 +250,11 @@ def _run_chunk(name, cases, prelude):
                 rejected[alive[k]] = CxxRejected(msg)
             alive = [i for j, i in enumerate(alive) if j not in bad]
             continue
-        outputs = run_binary(binary).split(CASE_SEPARATOR)[:-1]
+        r = subprocess.run([str(binary)], capture_output=True, text=True, timeout=600)
+        outputs = r.stdout.split(CASE_SEPARATOR)[:-1]
+        if r.returncode != 0:
+            crashed = cases[alive[len(outputs)]] if len(outputs) < len(alive) else "?"
+            raise RuntimeError(f"oracle chunk {name!r} died (exit {r.returncode}) in case {crashed}\n{r.stderr[-2000:]}")
         if len(outputs) != len(alive):
             raise RuntimeError(f"oracle chunk {name!r}: {len(outputs)} outputs for {len(alive)} cases")
         result = dict(zip(alive, outputs))
