@@ -299,12 +299,12 @@ def draw_memory(layout, path=None, title=None, row_width=None):
     owner_row[first[0]], owner_col[first[0]] = flat_rows[first[1]], flat_cols[first[1]]
     drawing = Drawing({"offset": grid, "memory_row": owner_row, "memory_col": owner_col, "memory_hits": hits})
 
-    width = int(row_width or min(max(n, 8), 32, span))
+    width = int(row_width or min(span, 16 if n < 16 else 32))   # memory wraps independently of N
     mem_rows = -(-span // width)
     pad = mem_rows * width - span
     cell = _cell_inches(m + mem_rows + 4, max(n, width) + 2)
     fs = _fontsize(cell)
-    fig, ax = _grid_axes((-1.5, max(n, width) + 0.3), (-1.3, m + mem_rows + 3.3), cell,
+    fig, ax = _grid_axes((-1.5, max(n, width) + 0.3), (-1.3, m + mem_rows + 2.3), cell,
                      title or f"{to_str(layout)}: logical (top) -> memory (bottom)")
     row_color = lambda i: _pastel(int(i) * 0.618033988749895, sat=0.45)   # noqa: E731
     _paint(ax, 0, 0, _colors(np.repeat(np.arange(m)[:, None], n, axis=1), row_color),

@@ -14,9 +14,9 @@ from flashcute.layout import Int, Layout, LayoutRight, _, make_fragment_like, pa
 from flashcute.layout.atoms import copy_atom, mma_atom
 from flashcute.layout.tensor import Tensor
 from flashcute.layout.tiled import make_tiled_copy, make_tiled_copy_A, make_tiled_copy_B, \
-    make_tiled_copy_C, make_tiled_mma
+    make_tiled_copy_C, make_tiled_copy_C_atom, make_tiled_mma
 
-PARTS = 3
+PARTS = 4
 RANDOM_PARTITIONS = 40   # per operand and configuration
 RANDOM_THREADS = 4
 
@@ -166,10 +166,11 @@ def _build_copy(kind, fields):
             tile = Tensor(None, Layout(copy.tiler_mn))
             return Tensor(None, make_fragment_like(copy.get_slice(t).partition_D(tile).layout))
         return copy, fragment_of
-    which = kind[-1]
+    which = "C" if kind == "mmaC_atom" else kind[-1]
     op, bits, mma_name, thr, perm = fields[:5]
     mma = make_tiled_mma(mma_atom(mma_name), parse_layout(thr), _permutation(perm))
-    maker = {"A": make_tiled_copy_A, "B": make_tiled_copy_B, "C": make_tiled_copy_C}[which]
+    maker = make_tiled_copy_C_atom if kind == "mmaC_atom" else \
+        {"A": make_tiled_copy_A, "B": make_tiled_copy_B, "C": make_tiled_copy_C}[which]
     copy = maker(copy_atom(op, int(bits)), mma)
     dims = {"A": (0, 2), "B": (1, 2), "C": (0, 1)}[which]
 

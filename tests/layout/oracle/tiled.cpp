@@ -225,6 +225,26 @@ void add_copy_from_mma(char const* copy_name, char const* mma_name) {
   }
 }
 
+// make_tiled_copy_C_atom(Copy_Atom<CopyOp,T>, make_tiled_mma(Op, Thr, Perm)): the smallest tile of C
+// one atom call per thread covers (pipelined epilogues); retile_D takes the thread's accumulators.
+template <class CopyOp, class T, class Op, class Thr, class Perm>
+void add_copy_C_atom(char const* copy_name, char const* mma_name) {
+  using Atom = Copy_Atom<CopyOp, T>;
+  using Mma = decltype(make_tiled_mma(Op{}, Thr{}, Perm{}));
+  int id = int(copies.size());
+  copies.push_back({
+    [=] { printf("copy %d mmaC_atom %s %d %s ", id, copy_name, bits_of<T>, mma_name); print(Thr{}); printf(" "); print(Perm{}); },
+    [](std::istringstream& in) {
+      Mma mma{};
+      auto tile = tile_shape(mma);
+      auto retile = [&](int thr) {
+        return mma.get_slice(thr).partition_fragment_C(
+            static_row_major<typename MMA_Atom<Op>::ValTypeC>(make_shape(get<0>(tile) * _2{}, get<1>(tile) * _2{})));
+      };
+      query_copy(make_tiled_copy_C_atom(Atom{}, mma), in, retile);
+    }});
+}
+
 // make_tiled_copy(Copy_Atom<CopyOp,T>, thr_layout, val_layout); retile_D takes a register
 // fragment made like the thread's partition_D of one tile.
 template <class CopyOp, class T, class Thr, class Val>
@@ -383,6 +403,11 @@ static void register_part() {
   add_copy_from_mma<UniversalCopy<uint32_t>, half_t, 'C', F16_16x8x8, W8, Perms<F16_16x8x8, W8>::Widened>("UniversalCopy<uint32_t>", "SM80_16x8x8_F32F16F16F32_TN");
   // FlashAttention-3's epilogue: stmatrix from the accumulators of two consumer warpgroups
   add_copy_from_mma<SM90_U32x4_STSM_N, half_t, 'C', GMMA(128, F32BF16BF16_SS), W2, Plain>("SM90_U32x4_STSM_N", "SM90_64x128x16_F32BF16BF16_SS");
+#elif ORACLE_PART == 3
+  // pipelined epilogues: make_tiled_copy_C_atom
+  add_copy_C_atom<SM90_U32x4_STSM_N, half_t, BF16_16x8x16, W4, Perms<BF16_16x8x16, W4>::Widened>("SM90_U32x4_STSM_N", "SM80_16x8x16_F32BF16BF16F32_TN");
+  add_copy_C_atom<SM90_U32x2_STSM_N, half_t, F16_16x8x8, W42, Perms<F16_16x8x8, W42>::Permuted>("SM90_U32x2_STSM_N", "SM80_16x8x8_F32F16F16F32_TN");
+  add_copy_C_atom<UniversalCopy<uint32_t>, half_t, GMMA(64, F32F16F16_RS), W2, Plain>("UniversalCopy<uint32_t>", "SM90_64x64x16_F32F16F16_RS");
 #endif
 }
 
