@@ -406,7 +406,10 @@ def fam_max_common(rng, n):
 
 def fam_like(rng, n):
     """make_fragment_like, make_layout_like, nullspace, max_alignment, flat/hierarchical coordinates."""
-    from flashcute.layout import make_fragment_like, make_layout_like, nullspace, max_alignment
+    from flashcute.layout import (
+        make_fragment_like, make_layout_like, nullspace, max_alignment, flatten_layout, take, select, group,
+        append, prepend, rank,
+    )
 
     def make(rng):
         L = rand_layout(rng, p_static=rng.choice([0.6, 1.0, 1.0]), max_rank=3, max_size=256, p_zero=0.2)
@@ -417,10 +420,21 @@ def fam_like(rng, n):
             return _case(f"make_layout_like({cpp(L)})", lambda: make_layout_like(L), f"make_layout_like {L}", L)
         if k < 0.65:
             return _case(f"nullspace({cpp(L)})", lambda: nullspace(L), f"nullspace {L}", L)
-        if k < 0.8:
+        if k < 0.75:
             if _safe(lambda: max_alignment(L)) is None:
                 return None
             return _case(f"max_alignment({cpp(L)})", lambda: max_alignment(L), f"max_alignment {L}", L)
+        if k < 0.85:
+            r = int(rank(L))
+            ops = [("flatten", lambda: flatten_layout(L), f"flatten({cpp(L)})")]
+            if r >= 2:
+                ops += [("take<0,2>", lambda: take(L, 0, 2), f"take<0,2>({cpp(L)})"),
+                        ("select<1,0>", lambda: select(L, 1, 0), f"select<1,0>({cpp(L)})"),
+                        ("group<0,2>", lambda: group(L, 0, 2), f"group<0,2>({cpp(L)})"),
+                        ("append", lambda: append(L, L), f"append({cpp(L)}, {cpp(L)})"),
+                        ("prepend<4>", lambda: prepend(L, n=4), f"prepend<4>({cpp(L)})")]
+            name, thunk, expr = rng.choice(ops)
+            return _case(expr, thunk, f"{name} {L}", L)
         i = rng.randrange(int(size(L)))
         body = (f"auto L = {cpp(L)}; print(L.get_hier_coord({i})); print(' '); print(L.get_flat_coord({i}));"
                 f" print(' '); print(L.get_1d_coord({i}));")
@@ -632,6 +646,13 @@ def fam_atoms(rng, n):
             trg = (Int(128), Int(max(k, 64)), Int(2))
             out.append(Case(lambda a=a, trg=trg: tile_to_shape(a, trg), f"sm80 tile {k} {bits}",
                             expr=f"tile_to_shape({cpp(a)}, {cpp(trg)})"))
+            for name, f in (("right_inverse", right_inverse), ("left_inverse", left_inverse)):
+                if _safe(lambda a=a, f=f: f(a)) is not None:  # else make_swizzle fails, as C++'s static_assert does
+                    out.append(Case(lambda a=a, f=f: f(a), f"{name} sm80 atom {k} {bits}", expr=f"{name}({cpp(a)})"))
+            plain = Layout((Int(8), Int(k)), (Int(k), Int(1)))
+            for name, f in (("max_common_vector", max_common_vector), ("max_common_layout", max_common_layout)):
+                out.append(Case(lambda a=a, f=f, plain=plain: f(a, plain), f"{name} sm80 atom {k} {bits}",
+                                expr=f"{name}({cpp(a)}, {cpp(plain)})"))
     return out
 
 
