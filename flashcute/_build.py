@@ -307,10 +307,6 @@ _loaded: LoadedLibrary | None = None
 _load_lock = threading.Lock()
 
 
-def loaded_library() -> LoadedLibrary | None:
-    return _loaded
-
-
 def load_library() -> LoadedLibrary:
     """Load the extension (defining torch.ops.flashcute.*), building it first if needed. Idempotent."""
     global _loaded
