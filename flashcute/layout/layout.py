@@ -97,7 +97,15 @@ class Layout:
 
         For identity layouts (basis strides) the result has one column per codomain mode.
         """
-        return _offsets(self.shape, self.stride)
+        n = int(product(self.shape))
+        return _evaluate(self.shape, self.stride, np.arange(n, dtype=np.int64))
+
+    def evaluate(self, indices):
+        """Vectorised ``layout(i)`` for an array of non-negative 1-D indices (the last mode extends, as in C++)."""
+        idx = np.asarray(indices, dtype=np.int64)
+        if idx.size and idx.min() < 0:
+            raise ValueError("evaluate: indices must be non-negative")
+        return _evaluate(self.shape, self.stride, idx)
 
     # -- C++ member conveniences -----------------------------------------------------------
     def compose(self, *tilers):
@@ -159,29 +167,28 @@ def _check_coord(coord, shape):
         raise ValueError(f"coordinate {int(coord)} out of range for shape {to_str(shape)} (size {n})")
 
 
-def _offsets(shape, stride):
+def _evaluate(shape, stride, idx):
     flat_shape = [int(s) for s in flatten(wrap(shape))]
     flat_stride = flatten(wrap(stride))
-    n = int(np.prod(flat_shape, dtype=np.int64)) if flat_shape else 1
-    idx = np.arange(n, dtype=np.int64)
+    idx = idx.copy()
+    last = len(flat_shape) - 1
     bases = [d for d in flat_stride if isinstance(d, ScaledBasis)]
     if bases:
         if any(not isinstance(d, ScaledBasis) and int(d) != 0 for d in flat_stride):
             raise TypeError("offsets(): strides mix basis elements and integers")
         if any(len(b.modes) != 1 for b in bases):
             raise TypeError("offsets(): only depth-1 basis strides (E<i>) are supported")
-        ncols = 1 + max(b.modes[0] for b in bases)
-        out = np.zeros((n, ncols), dtype=np.int64)
-        for s, d in zip(flat_shape, flat_stride):
-            if isinstance(d, ScaledBasis):
-                out[:, d.modes[0]] += (idx % s) * int(d.value)
+        out = np.zeros(idx.shape + (1 + max(b.modes[0] for b in bases),), dtype=np.int64)
+    else:
+        out = np.zeros(idx.shape, dtype=np.int64)
+    for k, (s, d) in enumerate(zip(flat_shape, flat_stride)):
+        coord = idx if k == last else idx % s
+        if isinstance(d, ScaledBasis):
+            out[..., d.modes[0]] += coord * int(d.value)
+        elif int(d) != 0:
+            out += coord * int(d)
+        if k != last:
             idx //= s
-        return out
-    out = np.zeros(n, dtype=np.int64)
-    for s, d in zip(flat_shape, flat_stride):
-        if int(d) != 0 and s > 1:
-            out += (idx % s) * int(d)
-        idx //= s
     return out
 
 

@@ -334,8 +334,7 @@ class ComposedLayout:
         inner = self.layout_b.offsets() + int(self.offset)
         if isinstance(self.layout_a, Swizzle):
             return self.layout_a(inner)
-        return self.layout_a.offsets()[inner] if isinstance(self.layout_a, Layout) else np.array(
-            [_apply_outer(self.layout_a, int(v)) for v in inner], dtype=np.int64)
+        return self.layout_a.evaluate(inner)
 
     def slice_and_offset(self, coord):
         if isinstance(self.layout_a, Swizzle):
