@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch._dynamo.testing import CompileCounterWithBackend
 
 import flashcute
-from conftest import requires_cuda
+requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 from flashcute.sdpa import sdpa
 from reference import attention_ref
 

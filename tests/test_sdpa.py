@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import requires_cuda
+requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 from reference import attention_ref
 
 sdpa_module = importlib.import_module("flashcute.sdpa")

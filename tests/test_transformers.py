@@ -15,7 +15,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from conftest import requires_cuda  # noqa: E402
+requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 from flashcute.integrations.transformers import NAME, flashcute_attention_forward, register  # noqa: E402
 
 sdpa_module = importlib.import_module("flashcute.sdpa")
