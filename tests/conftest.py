@@ -10,8 +10,6 @@ except ImportError:  # the layout tests run without torch
 
 HAS_CUDA = torch is not None and torch.cuda.is_available()
 
-requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
-
 
 @pytest.fixture(scope="session")
 def library():
