@@ -20,8 +20,8 @@ NUM_BANKS = 32
 BANK_BYTES = 4
 WARP_SIZE = 32
 
-# threads served together, by access width in bits
-_PHASE_THREADS = {32: 32, 64: 16, 128: 8}
+# threads served together, by access width in bits (8- and 16-bit accesses behave like 32-bit ones)
+_PHASE_THREADS = {8: 32, 16: 32, 32: 32, 64: 16, 128: 8}
 _MATRIX_ROWS = 8          # ldmatrix/stmatrix: 8 rows of 16 bytes form one 8x8 b16 matrix
 _ROW_BYTES = 16
 
@@ -125,20 +125,19 @@ def _phase_costs(words):
 
 def _words(addrs, nbytes):
     """Word indices each thread touches: (I, T, nbytes // 4), -1 for inactive threads."""
-    per_thread = nbytes // BANK_BYTES
+    per_thread = max(1, nbytes // BANK_BYTES)
     words = addrs[:, :, None] // BANK_BYTES + np.arange(per_thread)
     return np.where(addrs[:, :, None] >= 0, words, -1)
 
 
 def access_report(addresses, bits):
-    """Bank report for plain ld.shared/st.shared of `bits` (32, 64 or 128) per thread.
+    """Bank report for plain ld.shared/st.shared of `bits` (8, 16, 32, 64 or 128) per thread.
 
     addresses: byte addresses, shape (threads,) for one instruction or (instructions, threads);
     -1 marks an inactive thread. Each address must be aligned to the access size.
     """
     if bits not in _PHASE_THREADS:
-        raise ValueError(f"bits must be one of 32, 64, 128 (got {bits!r}); "
-                         f"narrower accesses behave like 32-bit ones")
+        raise ValueError(f"bits must be one of 8, 16, 32, 64, 128 (got {bits!r})")
     nbytes = bits // 8
     addrs = _as_addresses(addresses, _PHASE_THREADS[bits])
     if ((addrs >= 0) & (addrs % nbytes != 0)).any():

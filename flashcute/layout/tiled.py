@@ -402,28 +402,31 @@ def make_tiled_copy(atom, thr_layout, val_layout=None):
     return TiledCopy(atom, layout_tv, tiler)
 
 
-def _mma_copy(atom, mma, layout_tv, m, n):
+def _require_mma(mma):
     if not isinstance(mma, TiledMMA):
-        raise TypeError(f"expected a TiledMMA, got {type(mma).__name__}")
-    return TiledCopy(atom, layout_tv, (mma.tile_size(m), mma.tile_size(n)))
+        raise TypeError(f"expected a TiledMMA (see make_tiled_mma), got {type(mma).__name__}")
+    return mma
 
 
 def make_tiled_copy_A(atom, mma):
     """The copy whose threads/values match the TiledMMA's A operand (e.g. ldmatrix -> registers)."""
-    return _mma_copy(atom, mma, mma.get_layoutA_TV(), 0, 2)
+    mma = _require_mma(mma)
+    return TiledCopy(atom, mma.get_layoutA_TV(), (mma.tile_size(0), mma.tile_size(2)))
 
 
 def make_tiled_copy_B(atom, mma):
-    return _mma_copy(atom, mma, mma.get_layoutB_TV(), 1, 2)
+    mma = _require_mma(mma)
+    return TiledCopy(atom, mma.get_layoutB_TV(), (mma.tile_size(1), mma.tile_size(2)))
 
 
 def make_tiled_copy_C(atom, mma):
-    return _mma_copy(atom, mma, mma.get_layoutC_TV(), 0, 1)
+    mma = _require_mma(mma)
+    return TiledCopy(atom, mma.get_layoutC_TV(), (mma.tile_size(0), mma.tile_size(1)))
 
 
 def make_tiled_copy_C_atom(atom, mma):
     """C++ ``make_tiled_copy_C_atom``: the smallest TiledCopy covering one copy atom's worth of C."""
-    layout_c = mma.get_layoutC_TV()
+    layout_c = _require_mma(mma).get_layoutC_TV()
     copy_v = Int(atom.num_val_src)
     if int(copy_v) > int(size(layout_c, 1)):
         raise ValueError(f"{atom.name} moves {int(copy_v)} values, more than a thread's {int(size(layout_c, 1))} accumulators")
@@ -436,10 +439,16 @@ def make_tiled_copy_C_atom(atom, mma):
     return TiledCopy(atom, composition(left_inverse(tile2mma), layout_tv), tiler)
 
 
+def _require_copy(tiled_copy):
+    if not isinstance(tiled_copy, TiledCopy):
+        raise TypeError(f"expected a TiledCopy, got {type(tiled_copy).__name__}")
+    return tiled_copy
+
+
 def make_tiled_copy_S(atom, tiled_copy):
     """A TiledCopy of ``atom`` matching ``tiled_copy``'s source TV layout."""
-    return TiledCopy(atom, tiled_copy.get_layoutS_TV(), tiled_copy.tiler_mn)
+    return TiledCopy(atom, _require_copy(tiled_copy).get_layoutS_TV(), tiled_copy.tiler_mn)
 
 
 def make_tiled_copy_D(atom, tiled_copy):
-    return TiledCopy(atom, tiled_copy.get_layoutD_TV(), tiled_copy.tiler_mn)
+    return TiledCopy(atom, _require_copy(tiled_copy).get_layoutD_TV(), tiled_copy.tiler_mn)
