@@ -1,20 +1,22 @@
 """See inside a shipped kernel: its tiles, shared-memory layouts, bank conflicts, MMA layouts and numbers.
 
     python -m flashcute.explain --arch sm80 --dtype bf16 --hdim 128 [--seqlen 2000] -o DIR
+    python -m flashcute.explain --arch sm90 --dtype bf16 --hdim 128 [--causal] -o DIR
 
 Everything is computed with flashcute.layout from flashcute.kernel_configs, which
-tests/test_kernel_layouts.py holds equal to the kernel's own C++ traits.  DIR receives (PNG and SVG):
+tests/test_kernel_layouts.py holds equal to the kernels' own C++ traits.  DIR receives (PNG and SVG):
 
   tiling          Q, K, V, O of the problem cut into the kernel's tiles; the ragged last tile marked
-  smem_<Layout>   each shared-memory layout: the bank group every 16-byte chunk lands in
-  bank_conflicts  every shared-memory instruction of the kernel: wavefronts with the shipped swizzle and
+  smem_<Layout>   each shared-memory layout: the first bank of every 16-byte chunk
+  bank_conflicts  every shared-memory instruction the threads issue: wavefronts with the shipped swizzle and
                   without it (the unswizzled counterfactual)
-  bank_phase      one ldmatrix phase of K: which bank each of the 8 rows hits, with and without swizzle
-  mma_tv          the TiledMMA's A, B and C thread-value layouts
+  bank_phase      one ldmatrix (SM80) / stmatrix (SM90) phase: the bank each of 8 rows hits, with and without
+  mma_tv          the TiledMMA's A, B and C thread-value layouts (SM90: mma_tv_S, and mma_tv_O_A for P)
   thread_path     what one thread touches during one K/V block
-  summary.txt / summary.json   the numbers (shared memory, registers, occupancy, FLOPs, bytes, intensity)
+  summary.txt / summary.json   the numbers (shared memory, registers, occupancy, FLOPs, bytes, intensity,
+                  the whole-kernel counts Nsight Compute should measure)
 
-The bank model is flashcute.layout.banks (phases per access width, ldmatrix per 8x8 matrix); every
+The bank model is flashcute.layout.banks (phases per access width, ldmatrix/stmatrix per 8x8 matrix); every
 address comes from the kernel's TiledCopy thread-value layouts applied to its shared-memory layouts.
 """
 
@@ -28,15 +30,18 @@ from pathlib import Path
 import numpy as np
 
 from . import kernel_configs
-from .layout import banks, get_nonswizzle_portion, is_int, size, to_str
+from .layout import (
+    _, as_position_independent_swizzle_layout, banks, get_nonswizzle_portion, is_int, rank, size, to_str,
+)
 
 # ------------------------------------------------------------------------------------------------ registers
-# Registers per thread and spill bytes (stores, loads) of every SM80 kernel, from ptxas:
+# Registers per thread and spill bytes (stores, loads) of every kernel, from ptxas:
 #   nvcc <flashcute._build.NVCC_FLAGS> -Icsrc -I<CUTLASS include> -gencode=arch=compute_80,code=sm_80
-#        -Xptxas -v -c csrc/instantiations/fwd_sm80_<dtype>_hdim<d>.cu
-# and the same with -gencode=arch=compute_90a,code=sm_90a (the SM80 kernel as built for an H100/H200),
-# CUDA 13.0, CUTLASS 4.2.0; (target, dtype, head dim, causal) -> (registers, spill stores, spill loads).
-# Recompile and update when csrc/sm80 changes: the registers decide occupancy.
+#        -Xptxas -v -c csrc/instantiations/fwd_<arch>_<dtype>_hdim<d>.cu
+# and the same with -gencode=arch=compute_90a,code=sm_90a (the SM80 kernel as built for an H100/H200,
+# and the SM90 kernel), CUDA 13.0, CUTLASS 4.2.0.
+# (kernel, target, dtype, head dim, causal) -> (registers, spill store bytes, spill load bytes).
+# Recompile and update when csrc/sm80 or csrc/sm90 change: the registers decide occupancy.
 REGISTERS = {}
 
 # ------------------------------------------------------------------------------------------------ devices
@@ -54,12 +59,9 @@ class Device:
     max_ctas_per_sm: int = 32
 
 
-DEVICES = {
-    "sm80": (
-        Device("A100 (sm_80)", "sm_80", 164 * 1024, 163 * 1024, 1024),
-        Device("H100/H200 (sm_90a build)", "sm_90a", 228 * 1024, 227 * 1024, 1024),
-    ),
-}
+A100 = Device("A100 (sm_80)", "sm_80", 164 * 1024, 163 * 1024, 1024)
+H100 = Device("H100/H200 (sm_90a)", "sm_90a", 228 * 1024, 227 * 1024, 1024)
+DEVICES = {"sm80": (A100, H100), "sm90": (H100,)}
 
 
 def occupancy(device, threads, smem_bytes, registers):
@@ -90,9 +92,9 @@ def copy_tv(cfg, copy, side):
     return tiled_copy.get_layoutD_TV(), tiled_copy.tiler_mn, atom.name, atom.num_val_dst
 
 
-def mma_tv(cfg, operand):
-    """(TV layout, (M, N, K) tile) of the TiledMMA's operand "A", "B" or "C"."""
-    mma = cfg.tiled_mma
+def mma_tv(cfg, operand, mma="tiled_mma"):
+    """(TV layout, (M, N, K) tile) of operand "A", "B" or "C" of one TiledMMA of ``cfg``."""
+    mma = getattr(cfg, mma)
     tv = {"A": mma.get_layoutA_TV, "B": mma.get_layoutB_TV, "C": mma.get_layoutC_TV}[operand]()
     return tv, mma.tile_shape
 
@@ -167,9 +169,22 @@ SM80_ACCESSES = (
     SmemAccess("O regs->smem", "epilogue", "smem_tiled_copy_o", "D", "smem_layout_o"),
     SmemAccess("O smem->regs", "epilogue", "gmem_tiled_copy_o", "S", "smem_layout_o"),
 )
+# csrc/sm90: TMA writes Q/K/V and reads O, wgmma reads Q, K, V^T through descriptors; the only shared-memory
+# instruction the threads issue themselves is the stmatrix of O.
+SM90_ACCESSES = (
+    SmemAccess("O regs->smem", "epilogue", "smem_tiled_copy_o", "D", "smem_layout_o"),
+)
+ACCESSES = {"sm80": SM80_ACCESSES, "sm90": SM90_ACCESSES}
+NOT_MODELLED = {
+    "sm80": (),
+    "sm90": ("TMA loads of Q, K, V and the TMA store of O (the copy engine writes and reads whole swizzled lines)",
+             "wgmma operand reads of Q, K and V^T from shared memory (through matrix descriptors)"),
+}
 
 
 def _instruction_name(op, side, bits):
+    if "STSM" in op:
+        return "stmatrix.x4" + (".trans" if "STSM_T" in op else "")
     if "LDSM_T" in op:
         return "ldmatrix.x4.trans"
     if "LDSM_N" in op:
@@ -201,15 +216,15 @@ class AccessReport:
 
 def _bank_report(op, addresses, width, element_bytes):
     rows = warp_instructions(addresses, width)
-    if "LDSM" in op:
-        return banks.matrix_report(rows, op="ldmatrix")
+    if "LDSM" in op or "STSM" in op:
+        return banks.matrix_report(rows, op="ldmatrix" if "LDSM" in op else "stmatrix")
     return banks.access_report(rows, width * element_bytes * 8)
 
 
 def access_report(cfg, access):
     """Predicted wavefronts of every warp instruction of one shared-memory copy, swizzled and not."""
     tv, tiler, op, atom_values = copy_tv(cfg, access.copy, access.side)
-    layout = getattr(cfg, access.smem)
+    layout = smem_stage(getattr(cfg, access.smem))
     shape = (size(layout, 0), size(layout, 1))
     row, col = tv_coords(tv, tiler, shape)
     addr = smem_addresses(layout, row, col, cfg.element_bytes)
@@ -224,8 +239,15 @@ def access_report(cfg, access):
                         _bank_report(op, plain, width, cfg.element_bytes))
 
 
+def smem_stage(layout):
+    """A shared-memory layout in element offsets from a 1024-byte aligned buffer (SM90's GMMA layouts
+    swizzle the address: made position independent), stage 0 of a staged (rows, cols, stages) layout."""
+    layout = as_position_independent_swizzle_layout(layout)
+    return layout(_, _, 0) if int(rank(layout)) == 3 else layout
+
+
 def kernel_access_reports(cfg):
-    return [access_report(cfg, a) for a in SM80_ACCESSES]
+    return [access_report(cfg, a) for a in ACCESSES[cfg.arch]]
 
 
 # ------------------------------------------------------------------------------------------------ numbers
@@ -260,7 +282,8 @@ def problem_numbers(cfg, batch, heads, seqlen_q, seqlen_k):
 
 
 # ncu counts each instruction class under its own metrics
-_INSTRUCTION_CLASS = {"ldmatrix": "LDSM", "ld.shared": "LDS", "st.shared": "STS", "cp.async": "LDGSTS"}
+_INSTRUCTION_CLASS = {"ldmatrix": "LDSM", "stmatrix": "STSM", "ld.shared": "LDS", "st.shared": "STS",
+                      "cp.async": "LDGSTS"}
 
 
 def predicted_counts(reports, problem):
@@ -279,21 +302,26 @@ def predicted_counts(reports, problem):
 
 
 def occupancy_numbers(cfg):
+    """Registers (ptxas) and CTAs per SM on each device the kernel runs on. The SM80 kernel's layouts do not
+    depend on the causal flag, so its causal variant's registers come along; an SM90 config is one variant."""
+    causal = getattr(cfg, "causal", False)
     rows = []
     for device in DEVICES[cfg.arch]:
-        regs = REGISTERS.get((device.target, cfg.dtype, cfg.head_dim, False))
+        regs = REGISTERS.get((cfg.arch, device.target, cfg.dtype, cfg.head_dim, causal))
         if regs is None:
             rows.append({"device": device.name, "registers": None})
             continue
         ctas, limiter, limits = occupancy(device, cfg.n_threads, cfg.smem_bytes, regs[0])
-        rows.append({
-            "device": device.name, "registers": regs[0], "registers_causal":
-            REGISTERS.get((device.target, cfg.dtype, cfg.head_dim, True), (None,))[0],
-            "spill_store_bytes": regs[1], "spill_load_bytes": regs[2],
-            "registers_per_cta": regs[0] * cfg.n_threads, "ctas_per_sm": ctas, "limited_by": limiter,
-            "limits": limits, "warps_per_sm": ctas * cfg.n_warps,
-            "occupancy": ctas * cfg.n_threads / device.max_threads_per_sm,
-        })
+        row = {"device": device.name, "registers": regs[0], "spill_store_bytes": regs[1],
+               "spill_load_bytes": regs[2], "registers_per_cta": regs[0] * cfg.n_threads, "ctas_per_sm": ctas,
+               "limited_by": limiter, "limits": limits, "warps_per_sm": ctas * cfg.n_threads // 32,
+               "occupancy": ctas * cfg.n_threads / device.max_threads_per_sm}
+        if cfg.arch == "sm80":
+            row["registers_causal"] = REGISTERS.get((cfg.arch, device.target, cfg.dtype, cfg.head_dim, True),
+                                                    (None,))[0]
+        else:
+            row["setmaxnreg"] = {"producer": cfg.producer_regs, "consumers": cfg.consumer_regs}
+        rows.append(row)
     return rows
 
 
@@ -375,6 +403,17 @@ def _save_drawing(drawing, out_dir, stem):
 SMEM_PICTURE_ROWS = 16  # the SM80 swizzles repeat every 8 rows: 16 rows show the pattern twice
 
 
+def smem_pictures(cfg):
+    """(name, layout, note) of each distinct shared-memory layout of the kernel."""
+    if cfg.arch == "sm80":
+        return (("SmemLayoutQ", cfg.smem_layout_q, " (= SmemLayoutO: O is staged in Q's buffer)"),
+                ("SmemLayoutKV", cfg.smem_layout_kv, " (K and V)"),
+                ("SmemLayoutVt", cfg.smem_layout_vt, " (V read as V^T)"))
+    return (("SmemLayoutQ", cfg.smem_layout_q, " (= SmemLayoutO, staged over the V stages)"),
+            ("SmemLayoutK", cfg.smem_layout_k, f" (= SmemLayoutV; stage 0 of {cfg.stages})"),
+            ("SmemLayoutVt", cfg.smem_layout_vt, f" (V read as V^T; stage 0 of {cfg.stages})"))
+
+
 def draw_smem_layouts(cfg, out_dir):
     """Each shared-memory layout in 16-byte chunks (the unit the swizzle permutes): the first bank of
     every chunk, from the mirror's layout itself."""
@@ -383,10 +422,8 @@ def draw_smem_layouts(cfg, out_dir):
 
     per_chunk = 16 // cfg.element_bytes
     files = []
-    for name, layout, also in (("SmemLayoutQ", cfg.smem_layout_q, " (= SmemLayoutO: O is staged in Q's buffer)"),
-                               ("SmemLayoutKV", cfg.smem_layout_kv, " (K and V)"),
-                               ("SmemLayoutVt", cfg.smem_layout_vt, " (V read as V^T)")):
-        chunks = upcast(layout, per_chunk)
+    for name, layout, also in smem_pictures(cfg):
+        chunks = upcast(smem_stage(layout), per_chunk)
         rows = min(int(size(chunks, 0)), SMEM_PICTURE_ROWS) if name != "SmemLayoutVt" else int(size(chunks, 0))
         shown = composition(chunks, (Layout(Int(rows)), Layout(size(chunks, 1))))
         what = ("rows: head dim in 16-byte chunks, columns: key positions" if name == "SmemLayoutVt" else
@@ -399,13 +436,25 @@ def draw_smem_layouts(cfg, out_dir):
 
 
 def draw_mma_tv(cfg, out_dir):
-    from .layout.draw import draw_mma
+    """The TiledMMA thread-value layouts as CuTe's print_latex draws them. SM90: all of TiledMmaS (its C
+    pattern is also O's, 16 columns at a time) and the A operand of TiledMmaO (P, from registers)."""
+    from .layout.draw import draw_mma, draw_tv
 
-    mma = cfg.tiled_mma
-    title = (f"TiledMma of {cfg.arch} {cfg.dtype} hdim{cfg.head_dim}: {cfg.mma_op}, {cfg.n_warps} warps along M, "
-             f"tile {to_str(mma.tile_shape)}\nA = Q (M x K) left, B = K (N x K, drawn K x N) top, C = S (M x N); "
-             f"cell: thread T and value V")
-    return _save_drawing(draw_mma(mma, title=title), out_dir, "mma_tv")
+    head = f"{cfg.arch} {cfg.dtype} hdim{cfg.head_dim}"
+    if cfg.arch == "sm80":
+        title = (f"TiledMma of {head}: {cfg.mma_op}, {cfg.n_warps} warps along M, tile "
+                 f"{to_str(cfg.tiled_mma.tile_shape)}\nA = Q (M x K) left, B = K (N x K, drawn K x N) top, "
+                 f"C = S (M x N); cell: thread T and value V (the same layouts serve O = P.V)")
+        return _save_drawing(draw_mma(cfg.tiled_mma, title=title), out_dir, "mma_tv")
+    s, o = cfg.tiled_mma_s, cfg.tiled_mma_o
+    title_s = (f"TiledMmaS of {head}: {s.atom.name}, {cfg.n_mma_warpgroups} consumer warpgroups along M, tile "
+               f"{to_str(s.tile_shape)}\nA = Q and B = K are read from shared memory through descriptors (each "
+               f"warpgroup thread is listed for its whole slab); C = S in registers")
+    m, k = int(o.tile_shape[0]), int(o.tile_shape[2])
+    title_o = (f"TiledMmaO of {head}: {o.atom.name}; its A operand, P ({m} x {k} per k-step), comes from "
+               f"registers:\nthe S accumulator regrouped and converted to 16 bits; cell: consumer thread T, value V")
+    return (_save_drawing(draw_mma(s, title=title_s), out_dir, "mma_tv_S")
+            + _save_drawing(draw_tv(o.get_layoutA_TV(), (m, k), title=title_o), out_dir, "mma_tv_O_A"))
 
 
 def draw_bank_conflicts(cfg, reports, out_dir):
@@ -437,7 +486,7 @@ def draw_bank_conflicts(cfg, reports, out_dir):
 
 
 def draw_bank_phase(cfg, report, out_dir):
-    """The 8 rows of the first 8x8 matrix of one ldmatrix: which banks each row's 16 bytes hit."""
+    """The 8 rows of the first 8x8 matrix of one ldmatrix/stmatrix: which banks each row's 16 bytes hit."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 3.2))
@@ -464,31 +513,38 @@ def draw_bank_phase(cfg, report, out_dir):
     return _save(fig, out_dir, "bank_phase")
 
 
-def thread_path(cfg, thread):
-    """What ``thread`` touches in one K/V block: [(panel title, (rows, cols), named, held, warp, note)].
+def path_threads(cfg):
+    """(threads that run the MMAs, threads per group drawn as context): SM80 all its threads in warps,
+    SM90 the consumer warpgroups (MMA thread index = threadIdx.x - 128)."""
+    return (cfg.n_threads, 32) if cfg.arch == "sm80" else (cfg.n_mma_threads, 128)
 
-    ``named``: elements whose shared-memory addresses the thread supplies (cp.async destinations,
-    ldmatrix rows); ``held``: elements that end up in its registers (MMA fragments); ``warp``: what
-    its warp as a whole names or holds there.
+
+def thread_path(cfg, thread):
+    """What ``thread`` touches in one K/V block: [(panel title, (rows, cols), named, held, group, note)].
+
+    ``named``: shared memory the thread addresses or reads (cp.async destinations, ldmatrix/stmatrix rows,
+    wgmma descriptor operands); ``held``: elements in its registers (MMA fragments); ``group``: what its
+    warp (SM80) or warpgroup (SM90) as a whole names or holds there.
     """
-    if not 0 <= thread < cfg.n_threads:
-        raise ValueError(f"thread must be in [0, {cfg.n_threads}), got {thread}")
+    n_threads, group_size = path_threads(cfg)
+    if not 0 <= thread < n_threads:
+        raise ValueError(f"thread must be in [0, {n_threads}), got {thread}")
     bm, bn, d = cfg.block_m, cfg.block_n, cfg.head_dim
-    warp = slice(thread - thread % 32, thread - thread % 32 + 32)
+    group = slice(thread - thread % group_size, thread - thread % group_size + group_size)
 
     def masks(shape, coords):
         mine, ours = np.zeros(shape, dtype=bool), np.zeros(shape, dtype=bool)
         row, col = coords
         mine[row[thread].ravel(), col[thread].ravel()] = True
-        ours[row[warp].ravel(), col[warp].ravel()] = True
+        ours[row[group].ravel(), col[group].ravel()] = True
         return mine, ours
 
     def copied(copy, side, shape):
         tv, tiler, _, _ = copy_tv(cfg, copy, side)
         return masks(shape, tv_coords(tv, tiler, shape))
 
-    def fragment(operand, shape, tiler_modes):
-        tv, tile_mnk = mma_tv(cfg, operand)
+    def fragment(operand, shape, tiler_modes, mma="tiled_mma"):
+        tv, tile_mnk = mma_tv(cfg, operand, mma)
         return masks(shape, tv_coords(tv, tuple(tile_mnk[i] for i in tiler_modes), shape))
 
     def panel(title, shape, named, held, note):
@@ -496,6 +552,21 @@ def thread_path(cfg, thread):
         named, held = named or nothing, held or nothing
         return title, shape, named[0], held[0], named[1] | held[1], note
 
+    if cfg.arch == "sm90":
+        return [
+            panel("1. Q in smem: A of S = Q.K^T (wgmma descriptor)", (bm, d),
+                  fragment("A", (bm, d), (0, 2), "tiled_mma_s"), None, "its warpgroup's 64-row slab"),
+            panel("2. K in smem: B of S = Q.K^T (wgmma descriptor)", (bn, d),
+                  fragment("B", (bn, d), (1, 2), "tiled_mma_s"), None, "every warpgroup reads all of K"),
+            panel("3. S = Q.K^T accumulator", (bm, bn), None, fragment("C", (bm, bn), (0, 1), "tiled_mma_s"),
+                  "masked, softmaxed, regrouped into P: the register A operand of P.V"),
+            panel("4. V^T in smem: B of O += P.V (wgmma descriptor)", (d, bn),
+                  fragment("B", (d, bn), (1, 2), "tiled_mma_o"), None, "every warpgroup reads all of V"),
+            panel("5. O accumulator", (bm, d), None, fragment("C", (bm, d), (0, 1), "tiled_mma_o"),
+                  "rescaled every block"),
+            panel("6. O -> smem: stmatrix (epilogue)", (bm, d), copied("smem_tiled_copy_o", "D", (bm, d)),
+                  None, "rows whose 16-byte addresses it supplies; then one TMA store"),
+        ]
     return [
         panel("1. K (and V) tile: cp.async gmem->smem", (bn, d),
               copied("gmem_tiled_copy_qkv", "D", (bn, d)), None, "16-byte chunks this thread copies"),
@@ -522,23 +593,29 @@ def draw_thread_path(cfg, thread, out_dir):
     panels = thread_path(cfg, thread)
     colors = ["#ffffff", "#e5e5e5", "#fd8d3c", "#3182bd", "#756bb1"]
     fig, axes = plt.subplots(2, 3, figsize=(14, 8.6))
-    for ax, (title, shape, named, held, warp, note) in zip(axes.ravel(), panels):
-        grid = np.where(named | held, named.astype(int) + 2 * held.astype(int) + 1, warp.astype(int))
+    for ax, (title, shape, named, held, group, note) in zip(axes.ravel(), panels):
+        grid = np.where(named | held, named.astype(int) + 2 * held.astype(int) + 1, group.astype(int))
         ax.imshow(grid, cmap=ListedColormap(colors), vmin=0, vmax=4, interpolation="nearest")
         counts = []
         if named.any():
-            counts.append(f"addresses {int(named.sum())} elements")
+            counts.append(f"addresses/reads {int(named.sum())} elements")
         if held.any():
             counts.append(f"holds {int(held.sum())} values")
         ax.set_title(f"{title}\n{shape[0]} x {shape[1]}: {', '.join(counts)}\n{note}", fontsize=8)
         ax.tick_params(labelsize=6)
-    fig.legend(handles=[Patch(color=colors[2], label="its addresses (cp.async / ldmatrix rows)"),
+    group_size = path_threads(cfg)[1]
+    unit = "warp" if group_size == 32 else "warpgroup"
+    named_label = ("its addresses (cp.async / ldmatrix rows)" if cfg.arch == "sm80" else
+                   "shared memory it reads (wgmma) or addresses (stmatrix rows)")
+    fig.legend(handles=[Patch(color=colors[2], label=named_label),
                         Patch(color=colors[3], label="its registers (MMA fragment)"),
                         Patch(color=colors[4], label="both"),
-                        Patch(facecolor=colors[1], edgecolor="#999999", label="the rest of its warp's share")],
+                        Patch(facecolor=colors[1], edgecolor="#999999", label=f"the rest of its {unit}'s share")],
                loc="lower center", ncol=4, fontsize=8)
-    fig.suptitle(f"{cfg.arch} {cfg.dtype} hdim{cfg.head_dim}: thread {thread} (warp {thread // 32}) through one "
-                 f"K/V block (rows down, columns across)", fontsize=10)
+    who = (f"thread {thread} (warp {thread // 32})" if cfg.arch == "sm80" else
+           f"consumer thread {thread} (warpgroup {thread // 128} of the consumers, threadIdx.x {thread + 128})")
+    fig.suptitle(f"{cfg.arch} {cfg.dtype} hdim{cfg.head_dim}: {who} through one K/V block "
+                 f"(rows down, columns across)", fontsize=10)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     return _save(fig, out_dir, "thread_path")
 
@@ -548,16 +625,22 @@ def summarize(cfg, batch, heads, seqlen_q, seqlen_k, thread=0):
     """Every number explain reports, as a JSON-able dict."""
     reports = kernel_access_reports(cfg)
     problem = problem_numbers(cfg, batch, heads, seqlen_q, seqlen_k)
+    config = {"arch": cfg.arch, "dtype": cfg.dtype, "head_dim": cfg.head_dim, "block_m": cfg.block_m,
+              "block_n": cfg.block_n}
+    if cfg.arch == "sm80":
+        config.update({"n_warps": cfg.n_warps, "threads": cfg.n_threads, "kv_stages": cfg.kv_stages})
+    else:
+        config.update({"causal": cfg.causal, "threads": cfg.n_threads, "mma_warpgroups": cfg.n_mma_warpgroups,
+                       "kv_stages": cfg.stages, "mma_atoms": [cfg.tiled_mma_s.atom.name, cfg.tiled_mma_o.atom.name]})
     return {
-        "config": {"arch": cfg.arch, "dtype": cfg.dtype, "head_dim": cfg.head_dim, "block_m": cfg.block_m,
-                   "block_n": cfg.block_n, "n_warps": cfg.n_warps, "threads": cfg.n_threads,
-                   "kv_stages": cfg.kv_stages},
+        "config": config,
         "layouts": cfg.printed(),
         "smem_bytes": cfg.smem_bytes,
         "occupancy": occupancy_numbers(cfg),
         "tile": tile_numbers(cfg),
         "problem": problem,
         "bank_conflicts": [r.row() for r in reports],
+        "not_modelled": list(NOT_MODELLED[cfg.arch]),
         "predicted_ncu": predicted_counts(reports, problem),
         "thread_path": {"thread": thread, "panels": [
             {"panel": title, "addresses": int(named.sum()), "registers": int(held.sum())}
@@ -574,8 +657,13 @@ def _si(x):
 
 def summary_text(s):
     c, t, p = s["config"], s["tile"], s["problem"]
+    if c["arch"] == "sm80":
+        who = f"{c['threads']} threads ({c['n_warps']} warps)"
+    else:
+        who = (f"{'causal' if c['causal'] else 'non-causal'} tiles, {c['threads']} threads (1 producer + "
+               f"{c['mma_warpgroups']} consumer warpgroups), GMMA atoms {' and '.join(c['mma_atoms'])}")
     lines = [f"flashcute {c['arch']} {c['dtype']} hdim{c['head_dim']}: kBlockM {c['block_m']}, kBlockN "
-             f"{c['block_n']}, {c['threads']} threads ({c['n_warps']} warps), {c['kv_stages']} K/V stage(s)",
+             f"{c['block_n']}, {who}, {c['kv_stages']} K/V stage(s)",
              "", "Layouts and atoms (cute::print of the mirror, equal to the C++ traits):"]
     width = max(len(k) for k in s["layouts"])
     lines += [f"  {k:<{width}}  {v}" for k, v in s["layouts"].items()]
@@ -586,8 +674,11 @@ def summary_text(s):
             continue
         spill = (f", spills {o['spill_store_bytes']} B stored / {o['spill_load_bytes']} B loaded"
                  if o["spill_store_bytes"] or o["spill_load_bytes"] else ", no spills")
-        lines.append(f"  {o['device']}: {o['registers']} registers/thread (causal: {o['registers_causal']})"
-                     f"{spill}; {o['registers_per_cta']} per CTA")
+        variant = (f" (causal kernel: {o['registers_causal']})" if "registers_causal" in o else
+                   f" at launch; setmaxnreg then gives the producer {o['setmaxnreg']['producer']} and the "
+                   f"consumers {o['setmaxnreg']['consumers']}")
+        lines.append(f"  {o['device']}: {o['registers']} registers/thread{variant}{spill}; "
+                     f"{o['registers_per_cta']} per CTA")
         lines.append(f"    {o['ctas_per_sm']} CTA(s)/SM = {o['warps_per_sm']} warps ({o['occupancy']:.1%}), limited by "
                      f"{o['limited_by']} (" + ", ".join(f"{k} {v}" for k, v in o["limits"].items()) + ")")
     lines += ["", "One K/V block of one CTA (S = Q.K^T and O += P.V):",
@@ -596,7 +687,8 @@ def summary_text(s):
               "", f"Problem: batch {p['batch']}, heads {p['heads']}, seqlen_q {p['seqlen_q']}, seqlen_k {p['seqlen_k']}"
               " (non-causal)",
               f"  Q/O tiles {p['q_tiles']} (last has {p['q_last_tile_rows']} of {c['block_m']} rows), K/V tiles "
-              f"{p['kv_tiles']} (last has {p['kv_last_tile_rows']} of {c['block_n']} rows), {p['ctas']} CTAs",
+              f"{p['kv_tiles']} (last has {p['kv_last_tile_rows']} of {c['block_n']} rows), {p['ctas']} "
+              + ("CTAs" if c["arch"] == "sm80" else "work tiles for the persistent CTAs (one per SM at most)"),
               f"  {_si(p['flops_useful'])}FLOP useful, {_si(p['flops_executed'])}FLOP executed (whole tiles), "
               f"{_si(p['gmem_bytes'])}B global memory (K/V re-read per Q tile): "
               f"{p['arithmetic_intensity']:.1f} FLOP/byte",
@@ -609,23 +701,26 @@ def summary_text(s):
                      f"{r['instructions_per_cta']:>6} {r['wavefronts']:>8} {r['ideal_wavefronts']:>7} "
                      f"{r['conflicts']:>7} {str(r['worst_degree']) + '-way':>6} | {r['unswizzled_wavefronts']:>8} "
                      f"{r['unswizzled_conflicts']:>7} {str(r['unswizzled_worst_degree']) + '-way':>6}")
+    lines += [f"  not modelled: {what}" for what in s["not_modelled"]]
     lines += ["", "Whole kernel, as Nsight Compute counts it (predicted, non-causal):"]
     for cls, n in s["predicted_ncu"].items():
         lines.append(f"  {cls:<7} instructions {n['instructions']:>10}  wavefronts {n['wavefronts']:>10}  "
                      f"bank conflicts {n['conflicts']}")
     tp = s["thread_path"]
-    lines += ["", f"Thread {tp['thread']} through one K/V block:"]
+    lines += ["", f"{'Thread' if c['arch'] == 'sm80' else 'Consumer thread'} {tp['thread']} through one K/V block:"]
     for panel in tp["panels"]:
-        lines.append(f"  {panel['panel']:<46} addresses {panel['addresses']:>4} elements, "
+        lines.append(f"  {panel['panel']:<50} addresses/reads {panel['addresses']:>5} elements, "
                      f"holds {panel['registers']:>4} values")
     return "\n".join(lines) + "\n"
 
 
 # ------------------------------------------------------------------------------------------------ entry points
-def explain(arch, dtype, head_dim, out_dir, seqlen_q=2000, seqlen_k=None, batch=1, heads=16, thread=0):
+def explain(arch, dtype, head_dim, out_dir, seqlen_q=2000, seqlen_k=None, batch=1, heads=16, thread=0,
+            causal=False):
     """Write every picture and the summary for one shipped configuration into ``out_dir``; returns the
-    summary dict (also written as summary.json) with the written files under "files"."""
-    cfg = kernel_configs.get_config(arch, dtype, head_dim)
+    summary dict (also written as summary.json) with the written files under "files".
+    ``causal`` picks the SM90 tile configuration (the SM80 one does not depend on it)."""
+    cfg = kernel_configs.get_config(arch, dtype, head_dim, causal)
     seqlen_k = seqlen_q if seqlen_k is None else seqlen_k
     for name, value in (("seqlen_q", seqlen_q), ("seqlen_k", seqlen_k), ("batch", batch), ("heads", heads)):
         if not isinstance(value, int) or value < 1:
@@ -637,7 +732,7 @@ def explain(arch, dtype, head_dim, out_dir, seqlen_q=2000, seqlen_k=None, batch=
     files += draw_tiling(cfg, summary["problem"], out_dir)
     files += draw_smem_layouts(cfg, out_dir)
     files += draw_bank_conflicts(cfg, reports, out_dir)
-    files += draw_bank_phase(cfg, next(r for r in reports if r.access.name == "K smem->regs"), out_dir)
+    files += draw_bank_phase(cfg, next(r for r in reports if "matrix" in r.instruction), out_dir)
     files += draw_mma_tv(cfg, out_dir)
     files += draw_thread_path(cfg, thread, out_dir)
     (out_dir / "summary.txt").write_text(summary_text(summary))
@@ -657,12 +752,14 @@ def main(argv=None):
     parser.add_argument("--seqlen-k", type=int, default=None)
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--heads", type=int, default=16)
-    parser.add_argument("--thread", type=int, default=0, help="the thread whose path is drawn")
+    parser.add_argument("--causal", action="store_true", help="the causal variant (SM90 tiles depend on it)")
+    parser.add_argument("--thread", type=int, default=0,
+                        help="the thread whose path is drawn (SM90: consumer thread, threadIdx.x - 128)")
     parser.add_argument("-o", "--out", required=True, help="output folder")
     args = parser.parse_args(argv)
     try:
         summary = explain(args.arch, args.dtype, args.hdim, args.out, args.seqlen, args.seqlen_k, args.batch,
-                          args.heads, args.thread)
+                          args.heads, args.thread, args.causal)
     except ValueError as e:
         parser.error(str(e))
     print(Path(args.out, "summary.txt").read_text(), end="")

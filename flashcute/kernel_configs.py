@@ -54,11 +54,11 @@ def _copy_fields(name, tiled_copy):
 
 # csrc/sm80/kernel_traits.h DefaultTraits: head dim -> (kBlockM, kBlockN, kNWarps).
 SM80_SHIPPED = {
-    64: (128, 128, 4),
+    64: (128, 64, 4),
     96: (128, 64, 4),
     128: (128, 64, 4),
     192: (128, 64, 8),
-    256: (128, 64, 8),
+    256: (64, 64, 4),
 }
 
 
