@@ -33,8 +33,8 @@ class CliError(ValueError):
 
 
 def _ints(text, what, count=None):
-    try:
-        values = [int(v) for v in text.replace("x", ",").split(",") if v.strip()]
+    try:   # "4,1,1" or "64x16x16"
+        values = [int(v) for v in text.replace("x", ",").split(",")]
     except ValueError:
         raise CliError(f"{what}: expected comma-separated integers, got {text!r}") from None
     if count is not None and len(values) != count or not values or any(v <= 0 for v in values):
@@ -165,8 +165,17 @@ def cmd_tiling(args):
 
 def cmd_flash(args):
     bm, bn = args.block
-    _draw(args, draw_flash_loop, args.seqlen_q, args.seqlen_k, args.head_dim, bm, bn, m_block=args.m_block,
-          causal=args.causal)
+    outputs = _outputs(args)
+    for i, path in enumerate(outputs or [None]):
+        drawing = draw_flash_loop(args.seqlen_q, args.seqlen_k, args.head_dim, bm, bn, m_block=args.m_block,
+                                  causal=args.causal, path=path)
+        if i == 0:
+            grids = drawing.grids
+            visited = int((grids["iteration"] >= 0).sum())
+            print(f"Q block {args.m_block} visits {visited} of {len(grids['iteration'])} K/V blocks "
+                  f"(from block {visited - 1} down to 0), {int(grids['masked'].sum())} of them masked")
+        if path is not None:
+            print(f"wrote {path}")
 
 
 def _parser(command):
