@@ -163,7 +163,7 @@ def _grid_axes(x_range, y_range, cell, title):
     lines = title.split("\n") if title else []
     data_w, data_h = (x_range[1] - x_range[0]) * cell, (y_range[1] - y_range[0]) * cell
     title_h = 0.2 * len(lines) + (0.1 if lines else 0.0)
-    width = max(data_w, max((len(t) for t in lines), default=0) * 0.085 + 0.3, 1.0)
+    width = max(data_w, max((len(t) for t in lines), default=0) * 0.085 + 0.6, 1.0)
     fig = _new_figure(width, data_h + title_h)
     ax = fig.add_axes(((width - data_w) / 2 / width, 0.0, data_w / width, data_h / (data_h + title_h)))
     ax.set_xlim(*x_range)
