@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .banks import BANK_BYTES, NUM_BANKS
-from .int_tuple import Int, _, flatten, idx2crd, product, wrap
+from .int_tuple import Int, flatten, idx2crd, wrap
 from .layout import Layout, cosize, is_layout, rank, shape, size
 from .printing import to_str
 from .tensor import elem_less_mask, local_tile, make_identity_tensor
@@ -419,7 +419,7 @@ def draw_copy(copy, path=None, title=None):
 # Tiling of a matrix by local_tile
 # ---------------------------------------------------------------------------------------------
 
-def _tiles_along_m(rows, cols, block_m, block_n):
+def _local_tiles(rows, cols, block_m, block_n):
     """local_tile(identity(rows, cols), (block_m, block_n), (i, j)) for every tile: first coordinate
     and how many of its rows/cols are inside (C++ elem_less predicate) -- the ragged-tile logic."""
     ident = make_identity_tensor((rows, cols))
@@ -442,7 +442,7 @@ def draw_tiling(shape_mn, tile_mn, path=None, title=None, names=("row", "col")):
     bm, bn = (int(s) for s in tile_mn)
     if min(rows, cols, bm, bn) <= 0:
         raise ValueError(f"draw_tiling needs positive sizes, got shape {shape_mn} tile {tile_mn}")
-    tiles = _tiles_along_m(rows, cols, bm, bn)
+    tiles = _local_tiles(rows, cols, bm, bn)
     nm, nn = -(-rows // bm), -(-cols // bn)
     tile_id = np.array([i * nn + j for i, j, *_rest in tiles]).reshape(nm, nn)
     valid_rows = np.array([vr for *_head, vr, _vc in tiles]).reshape(nm, nn)
