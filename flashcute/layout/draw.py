@@ -389,7 +389,8 @@ def draw_mma(mma, path=None, title=None):
 
 
 def draw_copy(copy, path=None, title=None):
-    """A TiledCopy as CuTe's print_latex: the source TV map left of the destination TV map."""
+    """A TiledCopy as CuTe's print_latex: the source TV map left of the destination TV map
+    (above it instead when the tile is more than twice as wide as tall)."""
     from .tiled import TiledCopy
 
     if not isinstance(copy, TiledCopy):
@@ -400,18 +401,18 @@ def draw_copy(copy, path=None, title=None):
     s_thr, s_val = tv_grid(copy.get_layoutS_TV(), (m, n))
     d_thr, d_val = tv_grid(copy.get_layoutD_TV(), (m, n))
     drawing = Drawing({"S_thread": s_thr, "S_value": s_val, "D_thread": d_thr, "D_value": d_val})
-    cols = 2 * n + 3
-    cell = _cell_inches(m + 2, cols + 2, budget=26.0)
+    stacked = n > 2 * m
+    dx, dy = (0, m + 3) if stacked else (n + 3, 0)          # where the destination tile starts
+    cols, rows = n + dx, m + dy
+    cell = _cell_inches(rows + 2, cols + 2, budget=26.0)
     fs = _fontsize(cell) * 0.75
-    fig, ax = _grid_axes((-1.5, cols + 0.3), (-2.6, m + 0.3), cell,
-                     title or f"{copy.atom.name}<{copy.atom.value_type}>  tiler {to_str(copy.tiler_mn)}")
-    _tv_block(ax, 0, 0, s_thr, s_val, fs)
-    _tv_block(ax, n + 3, 0, d_thr, d_val, fs)
-    _axis_labels(ax, 0, 0, m, n, fs)
-    _axis_labels(ax, n + 3, 0, m, n, fs)
-    ax.text(n + 1.5, m / 2, "->", ha="center", va="center", fontsize=fs * 2)
-    ax.text(n / 2, -1.2, "source (thread, value)", ha="center", va="bottom", fontsize=max(fs * 1.3, 7))
-    ax.text(n + 3 + n / 2, -1.2, "destination (thread, value)", ha="center", va="bottom", fontsize=max(fs * 1.3, 7))
+    fig, ax = _grid_axes((-1.5, cols + 0.3), (-2.6, rows + 0.3), cell,
+                         title or f"{copy.atom.name}<{copy.atom.value_type}>  tiler {to_str(copy.tiler_mn)}")
+    caption = dict(ha="center", va="bottom", fontsize=max(fs * 1.3, 7))
+    for x, y, thr, val, name in ((0, 0, s_thr, s_val, "source"), (dx, dy, d_thr, d_val, "destination")):
+        _tv_block(ax, x, y, thr, val, fs)
+        _axis_labels(ax, x, y, m, n, fs)
+        ax.text(x + n / 2, y - 1.2, f"{name} (thread, value)", **caption)
     return _save(drawing, fig, path)
 
 
