@@ -24,9 +24,10 @@ _warned = set()
 def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     """torch.nn.functional.scaled_dot_product_attention, on flashcute's kernel where it can serve the call."""
     reason = unserved_reason(query, key, value, attn_mask, dropout_p, enable_gqa, scale)
-    fwd = _flashcute_fwd() if reason is None else None
-    if fwd is None:
-        reason = reason or _unavailable
+    kernel = None
+    if reason is None:
+        kernel, reason = _kernel()
+    if kernel is None:
         warn_fallback_once(FALLBACK, reason)
         return F.scaled_dot_product_attention(
             query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
@@ -36,7 +37,7 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
     batched = query.dim() == 4
     if not batched:
         query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
-    out, _ = fwd(
+    out, _ = kernel(
         query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
         softmax_scale=scale, causal=is_causal, causal_top_left=True,
     )
@@ -94,21 +95,15 @@ def warn_fallback_once(what, reason):
     warnings.warn(f"{what}: {reason}", stacklevel=3)
 
 
-_fwd_op = None
-_unavailable = None
+def _kernel():
+    """(torch.ops.flashcute.fwd, None) once the extension is loaded (built on first use), else (None, why).
+    Keeps no state of its own: state first set while torch.compile traces a call would fail the guards of the
+    next call and recompile (flashcute.interface caches the loaded extension)."""
+    from flashcute._build import FlashcuteUnavailable
+    from flashcute.interface import load_extension
 
-
-def _flashcute_fwd():
-    """torch.ops.flashcute.fwd, loading (on first use building) the extension once; None, with the reason
-    kept in _unavailable, where flashcute's kernels cannot run here."""
-    global _fwd_op, _unavailable
-    if _fwd_op is None and _unavailable is None:
-        from flashcute._build import FlashcuteUnavailable
-        from flashcute.interface import load_extension
-
-        try:
-            load_extension()
-            _fwd_op = torch.ops.flashcute.fwd
-        except FlashcuteUnavailable as error:
-            _unavailable = f"flashcute's kernels are unavailable here: {error}"
-    return _fwd_op
+    try:
+        load_extension()
+    except FlashcuteUnavailable as error:
+        return None, f"flashcute's kernels are unavailable here: {error}"
+    return torch.ops.flashcute.fwd, None

@@ -57,7 +57,7 @@ def assert_same_outcome(expected, got):
         assert type(got) is type(expected) and str(got) == str(expected)
     else:
         assert isinstance(got, torch.Tensor), got
-        assert torch.equal(got, expected)
+        torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)  # torch gives NaN for some
 
 
 def fallback_cases(device):
@@ -171,7 +171,7 @@ class RecordingReferenceOp:
 @pytest.fixture
 def stand_in_op(monkeypatch):
     op = RecordingReferenceOp()
-    monkeypatch.setattr(sdpa_module, "_fwd_op", op)
+    monkeypatch.setattr(sdpa_module, "_kernel", lambda: (op, None))
     monkeypatch.setattr(sdpa_module, "unserved_reason", lambda *args: None)  # CPU float64 counts as served
     return op
 
