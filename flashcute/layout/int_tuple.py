@@ -393,7 +393,8 @@ class ScaledBasis:
             if int(other) != 0:
                 raise TypeError(f"cannot add the integer {other!r} to the basis element {self!r}")
             return self
-        raise TypeError(f"cannot add the dynamic integer {other!r} to the basis element {self!r} (C++ has no such operator)")
+        raise TypeError(f"cannot add the dynamic integer {other!r} to the basis element {self!r} "
+                        "(C++ has no such operator)")
 
     def __radd__(self, other):
         if isinstance(other, tuple):
@@ -404,7 +405,8 @@ class ScaledBasis:
             if int(other) != 0:
                 raise TypeError(f"cannot add the integer {other!r} to the basis element {self!r}")
             return self
-        raise TypeError(f"cannot add the dynamic integer {other!r} to the basis element {self!r} (C++ has no such operator)")
+        raise TypeError(f"cannot add the dynamic integer {other!r} to the basis element {self!r} "
+                        "(C++ has no such operator)")
 
     def __neg__(self):
         return ScaledBasis(-self.value, self.modes)

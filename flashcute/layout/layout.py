@@ -13,7 +13,8 @@ from .int_tuple import (
     Int, ScaledBasis, Underscore, _, LayoutLeft, _MajorTag,
     is_int, is_static, is_constant, static_equal, has_underscore, as_int_tuple,
     div, mod, cmin, cabs, signum, ceil_div, congruent, evenly_divides,
-    product, product_each, inner_product, sum_, flatten, unflatten, wrap, unwrap, get as _get,
+    product, product_each, inner_product, sum_, flatten as _flatten_tuple, unflatten as _unflatten_tuple, wrap,
+    unwrap, get as _get,
     take as _take, select as _select, append as _append, prepend as _prepend, group as _group,
     zip_, zip2_by, repeat_like, filter_zeros as _filter_zeros, compact_major, compact_order,
     crd2idx, idx2crd, crd2crd, slice_, dice as _dice, make_basis_like, as_arithmetic_tuple,
@@ -25,7 +26,8 @@ __all__ = [
     "Layout", "make_layout", "make_ordered_layout", "make_layout_like", "make_fragment_like",
     "make_identity_layout", "is_layout",
     "size", "cosize", "coshape", "coprofile", "rank", "depth", "shape", "stride", "get", "mode",
-    "layout", "take", "select", "flatten_layout", "unflatten_layout", "append", "prepend",
+    "layout", "take", "select", "flatten", "unflatten", "flatten_layout", "unflatten_layout",
+    "append", "prepend",
     "replace", "group", "slice_layout", "dice_layout", "slice_and_offset", "domain_offset",
     "coalesce", "filter_zeros", "filter", "composition", "complement", "right_inverse",
     "left_inverse", "max_common_layout", "max_common_vector", "nullspace", "zip_layout",
@@ -375,11 +377,25 @@ def select(x, *idx):
 def flatten_layout(x):
     if _is_tensor(x):
         return x._with_layout(flatten_layout(x.layout))
-    return _per_layout(flatten, x)
+    return _per_layout(_flatten_tuple, x)
 
 
 def unflatten_layout(x, target_profile):
-    return _per_layout(unflatten, x, target_profile)
+    return _per_layout(_unflatten_tuple, x, target_profile)
+
+
+def flatten(x):
+    """C++ ``flatten``: of an int-tuple, or of a layout (shape and stride alike)."""
+    if isinstance(x, Layout) or _is_composed(x) or _is_tensor(x):
+        return flatten_layout(x)
+    return _flatten_tuple(x)
+
+
+def unflatten(x, target_profile):
+    """C++ ``unflatten``: fold a flat int-tuple or layout into the profile of ``target_profile``."""
+    if isinstance(x, Layout) or _is_composed(x):
+        return unflatten_layout(x, target_profile)
+    return _unflatten_tuple(x, target_profile)
 
 
 def append(x, y=None, n=None):
@@ -918,12 +934,14 @@ def tile_to_shape(block, trg_shape, ord_shape=LayoutLeft):
         ord_shape = as_int_tuple(ord_shape, "mode order")
     r = len(wrap(trg_shape))
     if int(rank(block)) > r:
-        raise ValueError(f"tile_to_shape: rank of layout {to_str(block)} must be <= rank of target shape {to_str(trg_shape)}")
+        raise ValueError(f"tile_to_shape: rank of layout {to_str(block)} must be <= rank of target shape "
+                         f"{to_str(trg_shape)}")
     padded = append(block, n=r)
     block_shape = product_each(padded.shape)
     target_shape = product_each(trg_shape)
     if is_static(target_shape) and not evenly_divides(target_shape, block_shape):
-        raise ValueError(f"tile_to_shape: block shape {to_str(block_shape)} does not divide the target shape {to_str(target_shape)}")
+        raise ValueError(f"tile_to_shape: block shape {to_str(block_shape)} does not divide the target shape "
+                         f"{to_str(target_shape)}")
     product_shape = ceil_div(target_shape, block_shape)
     return blocked_product(padded, make_ordered_layout(product_shape, ord_shape))
 

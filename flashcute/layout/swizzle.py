@@ -592,7 +592,8 @@ def _swizzle_slice_and_offset(coord, layout):
     stride_hi = _swizzle_strides(z > y, z, y, offset_only_zy, b)
     two = (Int(2),) * b
     sw_layout = Layout((Int(1 << m), _unwrap_rep(two), Int(1 << (s - b)), _unwrap_rep(two), Int(1)),
-                       (Int(1), _unwrap_rep(stride_lo), Int(1 << (m + b)), _unwrap_rep(stride_hi), Int(1 << (m + b + s))))
+                       (Int(1), _unwrap_rep(stride_lo), Int(1 << (m + b)), _unwrap_rep(stride_hi),
+                        Int(1 << (m + b + s))))
     return composition(sw_layout, sliced), _add_offsets(sw(offset_only_zy), offset_anti_zy)
 
 

@@ -65,7 +65,8 @@ class Tensor:
             sub, off = slice_and_offset(c, self.layout)
             return Tensor(self.engine, sub, _add_offset(self.offset, off))
         _check_coord(c, self.shape)
-        return self._read(self.layout(c) if _is_composed(self.layout) else crd2idx(c, self.layout.shape, self.layout.stride))
+        L = self.layout
+        return self._read(L(c) if _is_composed(L) else crd2idx(c, L.shape, L.stride))
 
     def __getitem__(self, coord):
         return self(coord)
@@ -102,7 +103,8 @@ class Tensor:
             return pos
         n = _engine_len(self.engine)
         if pos.size and (pos.min() < 0 or pos.max() >= n):
-            raise IndexError(f"tensor reaches offsets [{int(pos.min())}, {int(pos.max())}] outside its engine of {n} elements")
+            raise IndexError(f"tensor reaches offsets [{int(pos.min())}, {int(pos.max())}] outside its engine "
+                             f"of {n} elements")
         if isinstance(self.engine, np.ndarray):
             return self.engine[pos]
         return self.engine[_as_engine_index(self.engine, pos)]
