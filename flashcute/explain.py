@@ -35,14 +35,75 @@ from .layout import (
 )
 
 # ------------------------------------------------------------------------------------------------ registers
-# Registers per thread and spill bytes (stores, loads) of every kernel, from ptxas:
+# Registers per thread and spill bytes (stores, loads) of every kernel, from ptxas (device code only):
 #   nvcc <flashcute._build.NVCC_FLAGS> -Icsrc -I<CUTLASS include> -gencode=arch=compute_80,code=sm_80
-#        -Xptxas -v -c csrc/instantiations/fwd_<arch>_<dtype>_hdim<d>.cu
+#        -Xptxas -v -cubin csrc/instantiations/fwd_<arch>_<dtype>_hdim<d>.cu
 # and the same with -gencode=arch=compute_90a,code=sm_90a (the SM80 kernel as built for an H100/H200,
-# and the SM90 kernel), CUDA 13.0, CUTLASS 4.2.0.
+# and the SM90 kernel); CUDA 13.0, CUTLASS 4.2.0, csrc/sm80 at 90ee1e8, csrc/sm90 at c349c1a.
 # (kernel, target, dtype, head dim, causal) -> (registers, spill store bytes, spill load bytes).
 # Recompile and update when csrc/sm80 or csrc/sm90 change: the registers decide occupancy.
-REGISTERS = {}
+REGISTERS = {
+    ('sm80', 'sm_80', 'fp16', 64, False): (254, 0, 0),
+    ('sm80', 'sm_80', 'fp16', 64, True): (255, 104, 160),
+    ('sm80', 'sm_80', 'fp16', 96, False): (255, 144, 188),
+    ('sm80', 'sm_80', 'fp16', 96, True): (255, 140, 184),
+    ('sm80', 'sm_80', 'fp16', 128, False): (255, 272, 328),
+    ('sm80', 'sm_80', 'fp16', 128, True): (255, 260, 324),
+    ('sm80', 'sm_80', 'fp16', 192, False): (255, 0, 0),
+    ('sm80', 'sm_80', 'fp16', 192, True): (254, 0, 0),
+    ('sm80', 'sm_80', 'fp16', 256, False): (255, 0, 0),
+    ('sm80', 'sm_80', 'fp16', 256, True): (253, 0, 0),
+    ('sm80', 'sm_80', 'bf16', 64, False): (254, 0, 0),
+    ('sm80', 'sm_80', 'bf16', 64, True): (255, 104, 160),
+    ('sm80', 'sm_80', 'bf16', 96, False): (255, 136, 184),
+    ('sm80', 'sm_80', 'bf16', 96, True): (255, 132, 176),
+    ('sm80', 'sm_80', 'bf16', 128, False): (255, 272, 328),
+    ('sm80', 'sm_80', 'bf16', 128, True): (255, 260, 324),
+    ('sm80', 'sm_80', 'bf16', 192, False): (255, 0, 0),
+    ('sm80', 'sm_80', 'bf16', 192, True): (254, 0, 0),
+    ('sm80', 'sm_80', 'bf16', 256, False): (255, 0, 0),
+    ('sm80', 'sm_80', 'bf16', 256, True): (253, 0, 0),
+    ('sm80', 'sm_90a', 'fp16', 64, False): (254, 0, 0),
+    ('sm80', 'sm_90a', 'fp16', 64, True): (255, 100, 156),
+    ('sm80', 'sm_90a', 'fp16', 96, False): (255, 136, 180),
+    ('sm80', 'sm_90a', 'fp16', 96, True): (255, 140, 196),
+    ('sm80', 'sm_90a', 'fp16', 128, False): (255, 300, 356),
+    ('sm80', 'sm_90a', 'fp16', 128, True): (255, 288, 352),
+    ('sm80', 'sm_90a', 'fp16', 192, False): (255, 0, 0),
+    ('sm80', 'sm_90a', 'fp16', 192, True): (255, 0, 0),
+    ('sm80', 'sm_90a', 'fp16', 256, False): (255, 0, 0),
+    ('sm80', 'sm_90a', 'fp16', 256, True): (255, 0, 0),
+    ('sm80', 'sm_90a', 'bf16', 64, False): (254, 0, 0),
+    ('sm80', 'sm_90a', 'bf16', 64, True): (255, 100, 156),
+    ('sm80', 'sm_90a', 'bf16', 96, False): (255, 136, 180),
+    ('sm80', 'sm_90a', 'bf16', 96, True): (255, 140, 196),
+    ('sm80', 'sm_90a', 'bf16', 128, False): (255, 300, 356),
+    ('sm80', 'sm_90a', 'bf16', 128, True): (255, 288, 352),
+    ('sm80', 'sm_90a', 'bf16', 192, False): (255, 0, 0),
+    ('sm80', 'sm_90a', 'bf16', 192, True): (255, 0, 0),
+    ('sm80', 'sm_90a', 'bf16', 256, False): (255, 0, 0),
+    ('sm80', 'sm_90a', 'bf16', 256, True): (255, 0, 0),
+    ('sm90', 'sm_90a', 'fp16', 64, False): (128, 0, 0),
+    ('sm90', 'sm_90a', 'fp16', 64, True): (128, 0, 0),
+    ('sm90', 'sm_90a', 'fp16', 96, False): (168, 0, 0),
+    ('sm90', 'sm_90a', 'fp16', 96, True): (168, 0, 0),
+    ('sm90', 'sm_90a', 'fp16', 128, False): (168, 0, 0),
+    ('sm90', 'sm_90a', 'fp16', 128, True): (168, 0, 0),
+    ('sm90', 'sm_90a', 'fp16', 192, False): (168, 0, 0),
+    ('sm90', 'sm_90a', 'fp16', 192, True): (168, 0, 0),
+    ('sm90', 'sm_90a', 'fp16', 256, False): (168, 0, 0),
+    ('sm90', 'sm_90a', 'fp16', 256, True): (168, 0, 0),
+    ('sm90', 'sm_90a', 'bf16', 64, False): (128, 0, 0),
+    ('sm90', 'sm_90a', 'bf16', 64, True): (128, 0, 0),
+    ('sm90', 'sm_90a', 'bf16', 96, False): (168, 0, 0),
+    ('sm90', 'sm_90a', 'bf16', 96, True): (168, 0, 0),
+    ('sm90', 'sm_90a', 'bf16', 128, False): (168, 0, 0),
+    ('sm90', 'sm_90a', 'bf16', 128, True): (168, 0, 0),
+    ('sm90', 'sm_90a', 'bf16', 192, False): (168, 0, 0),
+    ('sm90', 'sm_90a', 'bf16', 192, True): (168, 0, 0),
+    ('sm90', 'sm_90a', 'bf16', 256, False): (168, 0, 0),
+    ('sm90', 'sm_90a', 'bf16', 256, True): (168, 0, 0),
+}
 
 # ------------------------------------------------------------------------------------------------ devices
 # Per-SM limits (CUDA programming guide, compute capabilities 8.0 and 9.0).
