@@ -126,7 +126,7 @@ DEVICES = {"sm80": (A100, H100), "sm90": (H100,)}
 
 
 def occupancy(device, threads, smem_bytes, registers):
-    """(CTAs per SM, limiting resource, {resource: CTAs it allows})."""
+    """(CTAs per SM, the limiting resource(s), {resource: CTAs it allows})."""
     warps = math.ceil(threads / 32)
     regs_per_warp = math.ceil(registers * 32 / device.reg_unit_per_warp) * device.reg_unit_per_warp
     limits = {
@@ -137,7 +137,7 @@ def occupancy(device, threads, smem_bytes, registers):
         "registers": (device.regs_per_sm // regs_per_warp) // warps,
     }
     ctas = min(limits.values())
-    return ctas, min(limits, key=limits.get), limits
+    return ctas, " and ".join(k for k, v in limits.items() if v == ctas), limits
 
 
 # ------------------------------------------------------------------------------------------------ addresses

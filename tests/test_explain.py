@@ -119,7 +119,7 @@ def test_each_accumulator_element_is_held_by_exactly_one_thread():
 def test_occupancy_arithmetic():
     a100 = explain.DEVICES["sm80"][0]
     # 255 registers -> 8192 per warp -> 8 warps of 4 = 2 CTAs; 64 KiB + 1 KiB reserved -> 2 CTAs in 164 KiB
-    assert explain.occupancy(a100, 128, 65536, 255)[:2] == (2, "shared memory")
+    assert explain.occupancy(a100, 128, 65536, 255)[:2] == (2, "shared memory and registers")
     assert explain.occupancy(a100, 128, 16384, 255)[:2] == (2, "registers")
     assert explain.occupancy(a100, 256, 131072, 128)[0] == 1
     assert explain.occupancy(a100, 128, 200 * 1024, 64)[0] == 0  # more than a CTA may have
