@@ -62,8 +62,28 @@ SM80_SHIPPED = {
 }
 
 
+class _ElementConfig:
+    """What every configuration derives from its input type."""
+
+    def __post_init__(self):
+        if self.dtype not in ELEMENT_BITS:
+            raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
+
+    @property
+    def element_bits(self):
+        return ELEMENT_BITS[self.dtype]
+
+    @property
+    def element_bytes(self):
+        return self.element_bits // 8
+
+    @property
+    def element_type(self):
+        return CUTE_TYPE[self.dtype]
+
+
 @dataclass(frozen=True)
-class Sm80Config:
+class Sm80Config(_ElementConfig):
     """One instantiation of ``flashcute::sm80::KernelTraits<Element, kHeadDim, kBlockM, kBlockN, kNWarps>``."""
 
     dtype: str
@@ -74,19 +94,7 @@ class Sm80Config:
 
     arch = "sm80"
 
-    def __post_init__(self):
-        if self.dtype not in ELEMENT_BITS:
-            raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
-
     # -- tiles and threads -----------------------------------------------------------------
-    @property
-    def element_bits(self):
-        return ELEMENT_BITS[self.dtype]
-
-    @property
-    def element_bytes(self):
-        return self.element_bits // 8
-
     @property
     def n_threads(self):
         return self.n_warps * 32
@@ -147,9 +155,6 @@ class Sm80Config:
         return (self.smem_q_elems + 2 * self.kv_stages * self.smem_kv_elems) * self.element_bytes
 
     # -- tensor cores and shared memory -> registers --------------------------------------------
-    @property
-    def element_type(self):
-        return CUTE_TYPE[self.dtype]
 
     @property
     def mma_op(self):
@@ -281,7 +286,7 @@ def _round_up(x, m):
 
 
 @dataclass(frozen=True)
-class Sm90Config:
+class Sm90Config(_ElementConfig):
     """One instantiation of ``flashcute::sm90::KernelTraits<Element, kHeadDim, kCausal>``: one producer
     warpgroup (TMA) and kBlockM / 64 consumer warpgroups (wgmma)."""
 
@@ -293,22 +298,6 @@ class Sm90Config:
     stages: int
 
     arch = "sm90"
-
-    def __post_init__(self):
-        if self.dtype not in ELEMENT_BITS:
-            raise ValueError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
-
-    @property
-    def element_bits(self):
-        return ELEMENT_BITS[self.dtype]
-
-    @property
-    def element_bytes(self):
-        return self.element_bits // 8
-
-    @property
-    def element_type(self):
-        return CUTE_TYPE[self.dtype]
 
     @property
     def n_mma_warpgroups(self):

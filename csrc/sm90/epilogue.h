@@ -76,7 +76,7 @@ struct Epilogue {
                                    FragO const& tOrO, TensorLse const& lse, WorkTile const& tile, int thread_idx) {
     Tensor sO = make_tensor(make_smem_ptr(shared.smem_o.data()), typename Traits::SmemLayoutO{});
     typename Traits::TiledMmaO tiled_mma_o;
-    auto smem_tiled_copy_O = make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, tiled_mma_o);
+    auto smem_tiled_copy_O = make_tiled_copy_C(typename Traits::SmemCopyAtomO{}, tiled_mma_o);
     auto smem_thr_copy_O = smem_tiled_copy_O.get_thread_slice(thread_idx);
     Tensor rO = convert_type<Element>(tOrO);
     Tensor taccOrO = smem_thr_copy_O.retile_S(rO);     // (CPY, CPY_M, CPY_D)

@@ -87,6 +87,8 @@ struct KernelTraits {
       make_ordered_layout(Shape<Int<kHeadDim>, Int<kBlockN>, Int<kStages>>{}, Step<_2, _1, _3>{})));
   // O is staged in shared memory for the TMA store, in the space of the V stages (see SharedStorage).
   using SmemLayoutO = SmemLayoutQ;
+  // registers -> smem for O: stmatrix, four 8x8 matrices of 16-bit elements per instruction.
+  using SmemCopyAtomO = Copy_Atom<SM90_U32x4_STSM_N, Element>;
 
   using PipelineQ = cutlass::PipelineTmaAsync<1>;
   using PipelineKV = cutlass::PipelineTmaAsync<kStages>;

@@ -150,8 +150,8 @@ void print_sm90() {
   typename Traits::TiledMmaO tiled_mma_o;
   mma_fields("TiledMmaS", tiled_mma_s);
   mma_fields("TiledMmaO", tiled_mma_o);
-  // The epilogue's registers -> smem copy of O (csrc/sm90/epilogue.h names the atom in place).
-  copy_fields("SmemTiledCopyO", make_tiled_copy_C(Copy_Atom<SM90_U32x4_STSM_N, Element>{}, tiled_mma_o));
+  // The epilogue's registers -> smem copy of O.
+  copy_fields("SmemTiledCopyO", make_tiled_copy_C(typename Traits::SmemCopyAtomO{}, tiled_mma_o));
   printf("\n");
 }
 
