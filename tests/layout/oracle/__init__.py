@@ -15,6 +15,12 @@ Two ways to use it:
 rejects what the mirror rejects).  Missing g++ / CUTLASS / CUDA headers raise
 :class:`OracleUnavailable` naming what is missing; tests turn that into a failure, never a skip.
 
+Compiler line: ``g++ -std=c++17 -O0 -w -I<cutlass>/include -I$CUDA_HOME/include -I$CUDA_HOME/include/cccl``
+(CUDA 13 keeps libcu++'s ``<cuda/std/...>`` under ``include/cccl``; ``-w`` hides CUDA's vector-type
+deprecation warnings), with ``<cute/tensor.hpp>`` precompiled once.  ``$CXX`` overrides g++,
+``$FLASHCUTE_CUTLASS_INCLUDE`` the CUTLASS include folder.  Generated programs compile in chunks of
+200 cases; ``run_case_sets`` compiles several named sets in one pool (one job per core).
+
 Cache directory: ``$FLASHCUTE_ORACLE_CACHE`` or ``~/.cache/flashcute/oracle``.
 """
 
