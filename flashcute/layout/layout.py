@@ -86,9 +86,9 @@ class Layout:
             raise TypeError("Layout call needs a coordinate")
         coord = coord[0] if len(coord) == 1 else tuple(coord)
         coord = as_int_tuple(coord, "coordinate")
+        _check_coord(coord, self.shape)
         if has_underscore(coord):
             return slice_layout(coord, self)
-        _check_coord(coord, self.shape)
         return crd2idx(coord, self.shape, self.stride)
 
     def __getitem__(self, coord):
@@ -158,6 +158,9 @@ def _static_key(t):
 
 
 def _check_coord(coord, shape):
+    """Range-check a (possibly partial, ``_``-containing) coordinate against ``shape`` (C++ does not check)."""
+    if isinstance(coord, Underscore):
+        return
     if isinstance(coord, tuple):
         if not isinstance(shape, tuple) or len(coord) != len(shape):
             raise ValueError(f"coordinate {to_str(coord)} does not match the rank of shape {to_str(shape)}")

@@ -323,6 +323,7 @@ class ComposedLayout:
 
         c = as_int_tuple(c, "coordinate")
         if has_underscore(c):
+            self.layout_b(c)  # range-checks the fixed part of the coordinate
             return self.slice(c)
         return _apply_outer(self.layout_a, self.offset + self.layout_b(c))
 

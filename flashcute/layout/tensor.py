@@ -61,10 +61,10 @@ class Tensor:
         if not coord:
             raise TypeError("Tensor call needs a coordinate")
         c = as_int_tuple(coord[0] if len(coord) == 1 else tuple(coord), "coordinate")
+        _check_coord(c, self.shape)
         if has_underscore(c):
             sub, off = slice_and_offset(c, self.layout)
             return Tensor(self.engine, sub, _add_offset(self.offset, off))
-        _check_coord(c, self.shape)
         L = self.layout
         return self._read(L(c) if _is_composed(L) else crd2idx(c, L.shape, L.stride))
 

@@ -120,6 +120,8 @@ def test_coordinates_are_range_checked():
         L(1, 2, 3)
     with pytest.raises(ValueError, match="out of range"):
         L(-1)
+    with pytest.raises(ValueError, match="out of range"):
+        L(_, (2, _))  # slicing checks its fixed coordinates too
 
 
 def test_deep_nesting_is_a_value_error_not_a_recursion_error():
@@ -148,3 +150,5 @@ def test_tensor_errors():
     with pytest.raises(IndexError, match="outside its engine"):
         make_tensor(np.arange(10), Layout(20)).values()
     assert local_tile(c, (S(32), S(64)), (_, 0)).shape == (S(32), S(64), 4)
+    with pytest.raises(ValueError, match="out of range"):
+        local_tile(c, (S(32), S(64)), (4, 0))  # only 4 row tiles
