@@ -265,16 +265,16 @@ SM90_SHIPPED = {
     (192, False): (128, 112, 2), (192, True): (128, 112, 2),
     (256, False): (128, 80, 2), (256, True): (128, 80, 2),
 }
-# GMMA N extents GMMA::ss_op_selector / rs_op_selector choose from (the largest dividing the tile's N)
-# without CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED, which flashcute's build does not define.
-GMMA_N = (256, 192, 128, 96, 64, 32, 16, 8)
+# flashcute builds with CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED (flashcute._build.NVCC_FLAGS), so
+# GMMA::{ss,rs}_op_selector choose the atom whose N is the whole tile N: every multiple of 8 up to 256.
+GMMA_MAX_N = 256
 MBARRIER_BYTES = 8       # cutlass::arch::ClusterBarrier / ClusterTransactionBarrier: one 64-bit mbarrier
 SMEM_ALIGN = 1024        # cute::array_aligned<..., 1024>: what the 128-byte swizzle atoms need
 
 
 def gmma_op(dtype, n, source):
     """The GMMA atom GMMA::{ss,rs}_op_selector picks for a (64, n) tile with float accumulators."""
-    atom_n = next((g for g in GMMA_N if n % g == 0), None)
+    atom_n = next((g for g in range(GMMA_MAX_N, 0, -8) if n % g == 0), None)
     if atom_n is None:
         raise ValueError(f"no GMMA atom divides a tile N of {n}")
     t = MMA_TYPE[dtype]

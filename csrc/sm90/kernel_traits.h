@@ -70,6 +70,9 @@ struct KernelTraits {
   using TiledMmaS = decltype(make_tiled_mma(
       GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockN>, Int<kHeadDim>>>(),
       AtomLayoutMNK{}));
+  static_assert(size<1>(typename TiledMmaS::Shape_MNK{}) == kBlockN,
+                "S = Q.K^T should be one wgmma of N = kBlockN per k-step: compile with "
+                "-DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED (flashcute._build.NVCC_FLAGS)");
   // O += P.V: P from registers (the S accumulator converted to 16 bits), V^T MN-major in shared memory (RS).
   using TiledMmaO = decltype(make_tiled_mma(
       GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kBlockN>>, GMMA::Major::K,

@@ -7,6 +7,9 @@
 // Output: one block per configuration, "== <arch> <dtype> hdim<d>[ causal|noncausal]", then "<name>: <value>".
 #include <cstdio>
 
+// The kernels are built with this (flashcute._build.NVCC_FLAGS): the GMMA atoms must match theirs.
+#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+
 // sm90/kernel_traits.h pulls in cutlass/pipeline/pipeline.hpp, whose device-only member functions name
 // threadIdx and __syncthreads; declare them for the host compiler (never called here). -fpermissive lets g++
 // accept a member alias in sm100_pipeline.hpp that nvcc's host pass accepts.

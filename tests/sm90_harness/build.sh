@@ -9,7 +9,7 @@ CUTLASS=${CUTLASS:-$(${PYTHON:-python3} -c "import cutlass_library, os; print(os
 CONFIGS=${CONFIGS:-"bf16:64 bf16:128 bf16:256 fp16:64 fp16:128 fp16:256"}
 OUT=${OUT:-/tmp/sm90_harness_build}
 mkdir -p "$OUT"
-FLAGS=(-std=c++17 -O3 --use_fast_math -DNDEBUG --expt-relaxed-constexpr
+FLAGS=(-std=c++17 -O3 --use_fast_math -DNDEBUG --expt-relaxed-constexpr -DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
        -gencode=arch=compute_90a,code=sm_90a -Icsrc -I"$CUTLASS/include")
 
 objects=("$OUT/harness.o")

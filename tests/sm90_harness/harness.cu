@@ -6,7 +6,7 @@
 // read nor written, two runs bitwise identical.
 //
 // Build and run from the repository root (build.sh does several instantiations in parallel):
-//   nvcc -std=c++17 -O3 --use_fast_math -DNDEBUG --expt-relaxed-constexpr \
+//   nvcc -std=c++17 -O3 --use_fast_math -DNDEBUG --expt-relaxed-constexpr -DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED \
 //     -gencode=arch=compute_90a,code=sm_90a -Icsrc -I$CUTLASS/include \
 //     -DFC_ELEMENT=cutlass::bfloat16_t -DFC_DTYPE=kBFloat16 -DFC_HEAD_DIM=128 \
 //     tests/sm90_harness/harness.cu tests/sm90_harness/instantiate.cu -o /tmp/sm90_harness
