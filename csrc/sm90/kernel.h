@@ -48,6 +48,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
   constexpr bool kCausal = Traits::kCausal;
+  typename Scheduler::Params const& sched = params.scheduler;
 
   extern __shared__ char smem_buf[];
   SharedStorage& shared = *reinterpret_cast<SharedStorage*>(smem_buf);
@@ -86,8 +87,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     auto k_state = cutlass::make_producer_start_state<PipelineKV>();
     auto v_state = cutlass::make_producer_start_state<PipelineKV>();
     int work_tiles = 0;
-    for (int tile_idx = blockIdx.x; tile_idx < params.scheduler.total_tiles; tile_idx += gridDim.x) {
-      WorkTile const tile = Scheduler::get(params.scheduler, tile_idx);
+    for (int i = Scheduler::first(sched); i < Scheduler::end(sched); i = Scheduler::next(i)) {
+      WorkTile const tile = Scheduler::get(sched, i);
+      if (!tile.is_valid()) { continue; }
       KVBlockRange const range = kv_block_range<kBlockM, kBlockN, kCausal>(params.fwd, tile.m_block);
       if (range.n_block_max <= 0) { continue; }
       int const head_kv = tile.head / (params.fwd.heads_q / params.fwd.heads_kv);
@@ -104,8 +106,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     typename PipelineKV::PipelineState v_state;
     typename Traits::TiledMmaO tiled_mma_o;
     PingPong::start(wg);
-    for (int tile_idx = blockIdx.x; tile_idx < params.scheduler.total_tiles; tile_idx += gridDim.x) {
-      WorkTile const tile = Scheduler::get(params.scheduler, tile_idx);
+    for (int i = Scheduler::first(sched); i < Scheduler::end(sched); i = Scheduler::next(i)) {
+      WorkTile const tile = Scheduler::get(sched, i);
+      if (!tile.is_valid()) { continue; }
       KVBlockRange const range = kv_block_range<kBlockM, kBlockN, kCausal>(params.fwd, tile.m_block);
       if (range.n_block_max <= 0) {
         Epilogue<Traits>::store_empty(params.fwd, tile, thread_idx);

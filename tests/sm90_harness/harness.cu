@@ -13,6 +13,7 @@
 //   /tmp/sm90_harness            # correctness; exit status 1 on any failure
 //   /tmp/sm90_harness --quick    # only the cases with seqlens <= 1024 (for compute-sanitizer)
 //   /tmp/sm90_harness --bench    # then TFLOP/s on the FlashAttention-paper shapes (no asserts)
+//   /tmp/sm90_harness --bench-only  # TFLOP/s alone (for profilers: bench launches only)
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -413,8 +414,10 @@ void bench(DType dtype, int hdim, FwdLauncher launcher) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool const do_bench = argc > 1 && std::string(argv[1]) == "--bench";
-  bool const quick = argc > 1 && std::string(argv[1]) == "--quick";
+  std::string const mode = argc > 1 ? argv[1] : "";
+  bool const bench_only = mode == "--bench-only";
+  bool const do_bench = mode == "--bench" || bench_only;
+  bool const quick = mode == "--quick";
   auto const& launchers = flashcute::sm90_launchers();
   if (launchers.empty()) {
     std::fprintf(stderr, "no SM90 launcher linked in (compile instantiate.cu with -DFC_ELEMENT ...)\n");
@@ -427,6 +430,7 @@ int main(int argc, char** argv) {
   int failures = 0, total = 0;
   for (auto const& [key, launcher] : launchers) {
     auto const [dtype, hdim] = key;
+    if (bench_only) { break; }
     for (Case const& c : cases_for(hdim)) {
       if (quick && (c.seqlen_q > 1024 || c.seqlen_k > 1024)) { continue; }
       bool const ok = dtype == DType::kBFloat16 ? run_case<cutlass::bfloat16_t>(c, dtype, hdim, launcher, rng)
