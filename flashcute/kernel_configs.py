@@ -259,7 +259,7 @@ class Sm80Config(_ElementConfig):
 
 # csrc/sm90/kernel_traits.h TileConfig: (head dim, causal) -> (kBlockM, kBlockN, kStages).
 SM90_SHIPPED = {
-    (64, False): (192, 128, 2), (64, True): (192, 128, 2),
+    (64, False): (192, 128, 2), (64, True): (128, 128, 2),
     (96, False): (128, 128, 2), (96, True): (128, 128, 2),
     (128, False): (128, 176, 2), (128, True): (128, 128, 2),
     (192, False): (128, 112, 2), (192, True): (128, 112, 2),
@@ -270,6 +270,7 @@ SM90_SHIPPED = {
 GMMA_MAX_N = 256
 MBARRIER_BYTES = 8       # cutlass::arch::ClusterBarrier / ClusterTransactionBarrier: one 64-bit mbarrier
 SMEM_ALIGN = 1024        # cute::array_aligned<..., 1024>: what the 128-byte swizzle atoms need
+SMEM_MAX_BYTES = 227 * 1024  # what an SM90 CTA may use
 
 
 def gmma_op(dtype, n, source):
@@ -352,20 +353,29 @@ class Sm90Config(_ElementConfig):
 
     @property
     def smem_layout_o(self):
-        """O is staged for the TMA store in the space of the V stages."""
+        """O is staged for the TMA store: its own buffer, or over the V stages (kOAliasesV)."""
         return self.smem_layout_q
 
     def _smem_array_bytes(self, layout):
         return _round_up(int(cosize(layout)) * self.element_bytes, SMEM_ALIGN)
 
-    @property
-    def smem_bytes(self):
-        """sizeof(SharedStorage): {V stages | O}, Q, K (1024-aligned), then the Q, K, V pipelines' full and
-        empty barriers and the O barrier; the struct is 1024-aligned."""
-        arrays = (max(self._smem_array_bytes(self.smem_layout_v), self._smem_array_bytes(self.smem_layout_o))
+    def _shared_storage_bytes(self, o_aliases_v):
+        v, o = self._smem_array_bytes(self.smem_layout_v), self._smem_array_bytes(self.smem_layout_o)
+        arrays = ((max(v, o) if o_aliases_v else v + o)
                   + self._smem_array_bytes(self.smem_layout_q) + self._smem_array_bytes(self.smem_layout_k))
         barriers = MBARRIER_BYTES * (2 * 1 + 2 * self.stages * 2 + 1)
         return _round_up(arrays + barriers, SMEM_ALIGN)
+
+    @property
+    def o_aliases_v(self):
+        """kOAliasesV: O overlays the V stages only where its own buffer would not fit in 227 KiB."""
+        return self._shared_storage_bytes(o_aliases_v=False) > SMEM_MAX_BYTES
+
+    @property
+    def smem_bytes(self):
+        """sizeof(SharedStorage): {V stages, O} (or their union), Q, K (1024-aligned), then the Q, K, V
+        pipelines' full and empty barriers and the O barrier; the struct is 1024-aligned."""
+        return self._shared_storage_bytes(self.o_aliases_v)
 
     @property
     def tma_bytes_q(self):
@@ -412,6 +422,7 @@ class Sm90Config(_ElementConfig):
             "kConsumerRegs": self.consumer_regs,
             "TileShape_MNK": self.tile_shape_mnk,
             "kSmemBytes": self.smem_bytes,
+            "kOAliasesV": int(self.o_aliases_v),
             "kTmaBytesQ": self.tma_bytes_q,
             "kTmaBytesKV": self.tma_bytes_kv,
             "SmemLayoutAtom": self.smem_layout_atom,

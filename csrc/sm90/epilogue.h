@@ -69,12 +69,13 @@ struct Epilogue {
     }
   }
 
-  // Consumer threads. Afterwards one thread has issued the TMA store and, once it has read shared
-  // memory, arrived on barrier_o so the producer may load V over the staging buffer again.
+  // Consumer threads; thread 0 issues the TMA store. Where sO overlays the V stages, it waits until the store
+  // has read shared memory and arrives on barrier_o so the producer may load V there again; elsewhere it
+  // waits only before the next tile writes sO (and in finish()).
   template <class SharedStorage, class FragO, class TensorLse>
   CUTLASS_DEVICE static void store(Params const& params, FwdParams const& fwd, SharedStorage& shared,
                                    FragO const& tOrO, TensorLse const& lse, WorkTile const& tile, int thread_idx) {
-    Tensor sO = make_tensor(make_smem_ptr(shared.smem_o.data()), typename Traits::SmemLayoutO{});
+    Tensor sO = make_tensor(make_smem_ptr(shared.vo.smem_o.data()), typename Traits::SmemLayoutO{});
     typename Traits::TiledMmaO tiled_mma_o;
     auto smem_tiled_copy_O = make_tiled_copy_C(typename Traits::SmemCopyAtomO{}, tiled_mma_o);
     auto smem_thr_copy_O = smem_tiled_copy_O.get_thread_slice(thread_idx);
@@ -82,7 +83,11 @@ struct Epilogue {
     Tensor taccOrO = smem_thr_copy_O.retile_S(rO);     // (CPY, CPY_M, CPY_D)
     Tensor taccOsO = smem_thr_copy_O.partition_D(sO);  // (CPY, CPY_M, CPY_D)
 
-    // sO overlays the V stages: wait until every warpgroup's last P.V has read them.
+    // sO is free: (kOAliasesV) every warpgroup's last P.V has read the V stages under it, (else) the
+    // previous tile's store has read it.
+    if constexpr (!Traits::kOAliasesV) {
+      if (thread_idx == 0) { tma_store_wait<0>(); }
+    }
     cutlass::arch::NamedBarrier::sync(kNumMmaThreads, uint32_t(NamedBarrierId::kEpilogue));
     copy(smem_tiled_copy_O, taccOrO, taccOsO);
     cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> visible to the TMA (async proxy)
@@ -96,10 +101,17 @@ struct Epilogue {
                                         group_modes<0, 2>(gO));
       copy(params.tma_store_o, tOsO, tOgO);
       tma_store_arrive();
-      tma_store_wait<0>();  // shared memory read; the global writes complete before the grid does
-      shared.barrier_o.arrive();
+      if constexpr (Traits::kOAliasesV) {
+        tma_store_wait<0>();  // shared memory read; the global writes complete before the grid does
+        shared.barrier_o.arrive();
+      }
     }
     store_lse(fwd, lse, tile, thread_idx);
+  }
+
+  // Before the CTA exits: its last O store has read shared memory.
+  CUTLASS_DEVICE static void finish(int thread_idx) {
+    if (thread_idx == 0) { tma_store_wait<0>(); }
   }
 
   // No row of this tile sees a key: O = 0 and LSE = -inf, written from registers.

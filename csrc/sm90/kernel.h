@@ -4,8 +4,8 @@
 // communication is through the pipelines' mbarriers:
 //   pipeline_q   (1 stage)  Q tile        full: TMA bytes   empty: consumers after their last S gemm
 //   pipeline_k/v (kStages)  K / V blocks  full: TMA bytes   empty: consumers after the gemm reading it
-//   barrier_o               O staging     one arrival per stored tile; the producer waits before the
-//                                          next tile's first V (O overlays the V stages)
+//   barrier_o               O staging     only where O overlays the V stages (kOAliasesV): one arrival
+//                                          per stored tile; the producer waits before the next first V
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -124,6 +124,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       Epilogue<Traits>::store(params.epilogue, params.fwd, shared, tOrO, lse, tile, thread_idx);
     }
     PingPong::finish(wg);
+    Epilogue<Traits>::finish(thread_idx);
   }
 #endif
 }

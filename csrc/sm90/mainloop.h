@@ -85,8 +85,8 @@ struct Mainloop {
     cute::prefetch_tma_descriptor(params.tma_load_v.get_tma_descriptor());
   }
 
-  // Producer, one thread. work_tiles_before: tiles with work this CTA loaded earlier; the first V of this
-  // tile overwrites where the previous tile's O was staged, so it waits for that O's store (barrier_o).
+  // Producer, one thread. work_tiles_before: tiles with work this CTA loaded earlier. Where O is staged over
+  // the V stages, the first V of this tile waits for the previous tile's O store (barrier_o).
   template <class SharedStorage, class StateQ, class StateKV>
   CUTLASS_DEVICE static void load(Params const& params, SharedStorage& shared, PipelineQ& pipeline_q,
                                   PipelineKV& pipeline_k, PipelineKV& pipeline_v, StateQ& q_state,
@@ -105,7 +105,7 @@ struct Mainloop {
 
     Tensor sQ = make_tensor(make_smem_ptr(shared.smem_q.data()), typename Traits::SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(shared.smem_k.data()), typename Traits::SmemLayoutK{});
-    Tensor sV = make_tensor(make_smem_ptr(shared.smem_v.data()), typename Traits::SmemLayoutV{});
+    Tensor sV = make_tensor(make_smem_ptr(shared.vo.smem_v.data()), typename Traits::SmemLayoutV{});
 
     auto tma_q = tma_partition(params.tma_load_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ),
                                group_modes<0, 2>(gQ));
@@ -139,7 +139,9 @@ struct Mainloop {
 
     int n_block = n_block_max - 1;
     load_k(n_block);
-    if (work_tiles_before > 0) { shared.barrier_o.wait((work_tiles_before - 1) & 1); }
+    if constexpr (Traits::kOAliasesV) {
+      if (work_tiles_before > 0) { shared.barrier_o.wait((work_tiles_before - 1) & 1); }
+    }
     for (; n_block > 0; --n_block) {
       load_k(n_block - 1);
       load_v(n_block);
@@ -190,7 +192,7 @@ struct Mainloop {
 
     Tensor sQ = make_tensor(make_smem_ptr(shared.smem_q.data()), typename Traits::SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(shared.smem_k.data()), typename Traits::SmemLayoutK{});
-    Tensor sVt = make_tensor(make_smem_ptr(shared.smem_v.data()), typename Traits::SmemLayoutVt{});
+    Tensor sVt = make_tensor(make_smem_ptr(shared.vo.smem_v.data()), typename Traits::SmemLayoutVt{});
     Tensor tSrQ = thr_mma_s.partition_fragment_A(sQ);   // (MMA, MMA_M, MMA_D) descriptors
     Tensor tSrK = thr_mma_s.partition_fragment_B(sK);   // (MMA, MMA_N, MMA_D, stage)
     Tensor tOrV = thr_mma_o.partition_fragment_B(sVt);  // (MMA, MMA_D, MMA_N, stage)

@@ -139,6 +139,7 @@ void print_sm90() {
   field("kConsumerRegs", Traits::kConsumerRegs);
   field("TileShape_MNK", typename Traits::TileShape_MNK{});
   field("kSmemBytes", Traits::kSmemBytes);
+  field("kOAliasesV", int(Traits::kOAliasesV));
   field("kTmaBytesQ", int(Traits::kTmaBytesQ));
   field("kTmaBytesKV", int(Traits::kTmaBytesKV));
 
