@@ -172,10 +172,21 @@ def table(rows, backends, peers):
 
 
 def git_commit():
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return ""
+    """HEAD, marked "+modified" when csrc/ differs from it (a copied tree can carry older git metadata), and
+    a hash of csrc/'s sources and headers, which names the kernels' code whatever git says."""
+    def git(*cmd):
+        try:
+            return subprocess.run(["git", *cmd], cwd=REPO, capture_output=True, text=True).stdout.strip()
+        except OSError:
+            return ""
+
+    head = git("rev-parse", "--short", "HEAD")
+    if head and git("status", "--porcelain", "--", "csrc"):
+        head += "+modified"
+    from flashcute import _build
+
+    sources = _build.sources_hash(sorted(_build.CSRC_DIR.rglob("*.cu")) + sorted(_build.CSRC_DIR.rglob("*.cpp")))
+    return f"{head}, csrc {sources[:12]}" if head else f"csrc {sources[:12]}"
 
 
 def main():
