@@ -8,12 +8,9 @@ Needs g++ and the CUTLASS/CUDA headers (no GPU); without them the test fails say
 The compiled program is cached by a hash of its source, the csrc headers and the toolchain.
 """
 
-import hashlib
-import os
 import re
 import subprocess
 import sys
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 
@@ -29,30 +26,15 @@ from tests.layout import oracle  # noqa: E402
 TOOL = ROOT / "csrc" / "tools" / "print_kernel_layouts.cpp"
 
 
-def _program_digest(identity):
-    h = hashlib.sha256(identity.encode())
-    for path in [TOOL, *sorted((ROOT / "csrc").rglob("*.h"))]:
-        h.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()[:20]
-
-
 @lru_cache(maxsize=None)
 def cxx_output():
     """stdout of print_kernel_layouts (built once per source/header/toolchain version)."""
+    csrc = ROOT / "csrc"
     try:
-        exe, flags, identity = oracle.toolchain()
-    except oracle.OracleUnavailable as e:
-        pytest.fail(f"cannot build csrc/tools/print_kernel_layouts.cpp: {e}")
-    binary = oracle.cache_dir() / f"print_kernel_layouts-{_program_digest(identity)}"
-    if not binary.is_file():
-        with tempfile.TemporaryDirectory(dir=binary.parent) as tmp:
-            out = Path(tmp) / "a.out"
-            # -fpermissive: see the include notes at the top of print_kernel_layouts.cpp
-            r = subprocess.run([exe, *flags, "-fpermissive", f"-I{ROOT / 'csrc'}", str(TOOL), "-o", str(out)],
-                               capture_output=True, text=True)
-            if r.returncode != 0:
-                pytest.fail(f"csrc/tools/print_kernel_layouts.cpp does not compile host-only:\n{r.stderr[-6000:]}")
-            os.replace(out, binary)
+        # -fpermissive: see the include notes at the top of print_kernel_layouts.cpp
+        binary = oracle.build_file(TOOL, [csrc], sorted(csrc.rglob("*.h")), ["-fpermissive"])
+    except (oracle.OracleUnavailable, RuntimeError) as e:
+        pytest.fail(f"cannot build csrc/tools/print_kernel_layouts.cpp host-only: {e}")
     r = subprocess.run([str(binary)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, f"print_kernel_layouts exited with {r.returncode}:\n{r.stderr[-4000:]}"
     return r.stdout

@@ -5,11 +5,8 @@ tests/sm90_scheduler/enumerate.cpp includes the kernel's own header and prints e
 the kernel's producer and consumers walk them; it is built with g++ (no GPU, no nvcc) like the layout oracle.
 """
 
-import hashlib
-import os
 import subprocess
 import sys
-import tempfile
 from functools import lru_cache
 from math import ceil
 from pathlib import Path
@@ -30,22 +27,9 @@ HEADERS = [ROOT / "csrc" / "sm90" / "tile_scheduler.h", ROOT / "csrc" / "common"
 @lru_cache(maxsize=None)
 def enumerate_binary():
     try:
-        exe, flags, identity = oracle.toolchain()
-    except oracle.OracleUnavailable as e:
+        return oracle.build_file(PROGRAM, [ROOT / "csrc"], HEADERS)
+    except (oracle.OracleUnavailable, RuntimeError) as e:
         pytest.fail(f"cannot build {PROGRAM.relative_to(ROOT)}: {e}")
-    h = hashlib.sha256(identity.encode())
-    for path in [PROGRAM, *HEADERS]:
-        h.update(path.read_bytes())
-    binary = oracle.cache_dir() / f"sm90_scheduler-{h.hexdigest()[:20]}"
-    if not binary.is_file():
-        with tempfile.TemporaryDirectory(dir=binary.parent) as tmp:
-            out = Path(tmp) / "a.out"
-            r = subprocess.run([exe, *flags, f"-I{ROOT / 'csrc'}", str(PROGRAM), "-o", str(out)],
-                               capture_output=True, text=True)
-            if r.returncode != 0:
-                pytest.fail(f"{PROGRAM.relative_to(ROOT)} does not compile:\n{r.stderr[-6000:]}")
-            os.replace(out, binary)
-    return binary
 
 
 def walk(causal, block_m, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim=128, num_sms=132):

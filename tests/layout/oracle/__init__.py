@@ -165,20 +165,42 @@ def _compile(source, out_path, syntax_only=False):
 PRELUDE = f'#include "{PCH_HEADER}"\nusing namespace cute;\n'
 
 
-def build(name, source):
-    """Compile ``source`` (cached by hash) and return the binary's path; RuntimeError on a compile error."""
-    _, _, identity = toolchain()
-    binary = cache_dir() / f"{name}-{_digest(identity, source)}"
+def _build_once(binary, compile_to):
+    """``binary`` if cached, else ``compile_to(tmp_path) -> (ok, stderr)`` under a file lock, then renamed."""
     if binary.is_file():
         return binary
     with _Lock(str(binary) + ".lock"):
         if not binary.is_file():
             tmp = binary.with_name(binary.name + ".tmp")
-            ok, err = _compile(source, tmp)
+            ok, err = compile_to(tmp)
             if not ok:
-                raise RuntimeError(f"oracle program {name!r} failed to compile:\n{err[-6000:]}")
+                raise RuntimeError(f"{binary.name.rsplit('-', 1)[0]} failed to compile:\n{err[-6000:]}")
             os.replace(tmp, binary)
     return binary
+
+
+def build(name, source):
+    """Compile ``source`` (cached by hash) and return the binary's path; RuntimeError on a compile error."""
+    _, _, identity = toolchain()
+    return _build_once(cache_dir() / f"{name}-{_digest(identity, source)}", lambda tmp: _compile(source, tmp))
+
+
+def build_file(path, include_dirs=(), depends=(), extra_flags=()):
+    """Compile the standalone program ``path`` (no precompiled header) and return the binary's path, cached by
+    its text, the files it ``depends`` on (headers it includes) and the toolchain; RuntimeError on a compile
+    error."""
+    exe, flags, identity = toolchain()
+    path = Path(path)
+    key = [identity, *map(str, extra_flags)]
+    for dep in [path, *depends]:
+        key += [str(dep), Path(dep).read_bytes()]
+
+    def compile_to(tmp):
+        cmd = [exe, *flags, *extra_flags, *(f"-I{d}" for d in include_dirs), str(path), "-o", str(tmp)]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        return r.returncode == 0, r.stderr
+
+    return _build_once(cache_dir() / f"{path.stem}-{_digest(*key)}", compile_to)
 
 
 def run_binary(binary, stdin_text="", timeout=600):
