@@ -470,7 +470,7 @@ def smem_pictures(cfg):
         return (("SmemLayoutQ", cfg.smem_layout_q, " (= SmemLayoutO: O is staged in Q's buffer)"),
                 ("SmemLayoutKV", cfg.smem_layout_kv, " (K and V)"),
                 ("SmemLayoutVt", cfg.smem_layout_vt, " (V read as V^T)"))
-    return (("SmemLayoutQ", cfg.smem_layout_q, " (= SmemLayoutO, staged over the V stages)"),
+    return (("SmemLayoutQ", cfg.smem_layout_q, " (SmemLayoutO's 64-row slabs repeat these atoms)"),
             ("SmemLayoutK", cfg.smem_layout_k, f" (= SmemLayoutV; stage 0 of {cfg.stages})"),
             ("SmemLayoutVt", cfg.smem_layout_vt, f" (V read as V^T; stage 0 of {cfg.stages})"))
 

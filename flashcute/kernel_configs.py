@@ -351,10 +351,18 @@ class Sm90Config(_ElementConfig):
         shape = (Int(self.head_dim), Int(self.block_n), Int(self.stages))
         return composition(self.smem_layout_v, make_ordered_layout(shape, (Int(2), Int(1), Int(3))))
 
-    @property
+    @cached_property
+    def smem_layout_o_slab(self):
+        """One consumer warpgroup's 64 rows of O, laid out like the box of its TMA store."""
+        return tile_to_shape(self.smem_layout_atom, (Int(64), Int(self.head_dim)))
+
+    @cached_property
     def smem_layout_o(self):
-        """O is staged for the TMA store: its own buffer, or over the V stages (kOAliasesV)."""
-        return self.smem_layout_q
+        """O is staged for the TMA stores: the warpgroups' slabs one after another, viewed as one
+        (kBlockM, head_dim) tile; its own buffer, or over the V stages (kOAliasesV)."""
+        slabs = tile_to_shape(self.smem_layout_atom, (Int(64), Int(self.head_dim), Int(self.n_mma_warpgroups)))
+        rows = Layout((Int(64), Int(self.n_mma_warpgroups)), (Int(1), Int(64 * self.head_dim)))
+        return composition(slabs, Layout((rows.shape, Int(self.head_dim)), (rows.stride, Int(64))))
 
     def _smem_array_bytes(self, layout):
         return _round_up(int(cosize(layout)) * self.element_bytes, SMEM_ALIGN)
@@ -431,6 +439,7 @@ class Sm90Config(_ElementConfig):
             "SmemLayoutV": self.smem_layout_v,
             "SmemLayoutVt": self.smem_layout_vt,
             "SmemLayoutO": self.smem_layout_o,
+            "SmemLayoutOSlab": self.smem_layout_o_slab,
             **_mma_fields("TiledMmaS", self.tiled_mma_s, atom_shape=True),
             **_mma_fields("TiledMmaO", self.tiled_mma_o, atom_shape=True),
             **_copy_fields("SmemTiledCopyO", self.smem_tiled_copy_o),

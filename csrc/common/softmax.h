@@ -9,7 +9,9 @@
 
 namespace flashcute {
 
-template <int kNRows>
+// kNRows: rows of the accumulator this thread holds; kReduceParts: partial results per row in the max and
+// sum reductions (row_reduce).
+template <int kNRows, int kReduceParts>
 struct OnlineSoftmax {
   Tensor<ArrayEngine<float, kNRows>, Layout<Shape<Int<kNRows>>>> row_max;
   Tensor<ArrayEngine<float, kNRows>, Layout<Shape<Int<kNRows>>>> row_sum;  // per thread until finalize()
@@ -21,10 +23,8 @@ struct OnlineSoftmax {
     static_assert(decltype(size<0>(scores))::value == kNRows);
     CUTE_UNROLL
     for (int mi = 0; mi < kNRows; ++mi) {
-      float block_max = kFirst ? -INFINITY : row_max(mi);
-      CUTE_UNROLL
-      for (int nj = 0; nj < size<1>(scores); ++nj) { block_max = MaxOp{}(block_max, scores(mi, nj)); }
-      block_max = quad_allreduce(block_max, MaxOp{});
+      float const thread_max = row_reduce<kReduceParts>(scores(mi, _), kFirst ? -INFINITY : row_max(mi), MaxOp{});
+      float const block_max = quad_allreduce(thread_max, MaxOp{});
       // A fully masked row keeps max = -inf; subtract 0 instead so exp2 gives 0, not NaN.
       float const max_scaled = (kCheckInf && block_max == -INFINITY) ? 0.f : block_max * scale_log2;
       if constexpr (!kFirst) {
@@ -34,13 +34,11 @@ struct OnlineSoftmax {
         for (int dj = 0; dj < size<1>(acc_o); ++dj) { acc_o(mi, dj) *= correction; }
       }
       row_max(mi) = block_max;
-      float sum = kFirst ? 0.f : row_sum(mi);
       CUTE_UNROLL
       for (int nj = 0; nj < size<1>(scores); ++nj) {
         scores(mi, nj) = exp2f(scores(mi, nj) * scale_log2 - max_scaled);
-        sum += scores(mi, nj);
       }
-      row_sum(mi) = sum;
+      row_sum(mi) = row_reduce<kReduceParts>(scores(mi, _), kFirst ? 0.f : row_sum(mi), SumOp{});
     }
   }
 

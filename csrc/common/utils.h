@@ -8,12 +8,35 @@ namespace flashcute {
 
 using namespace cute;
 
+// fmaxf is one FMNMX; `a > b ? a : b` would be FSETP + FSEL (its NaN rule differs, so the compiler may not
+// fuse it).
 struct MaxOp {
-  __device__ __forceinline__ float operator()(float a, float b) const { return a > b ? a : b; }
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
 struct SumOp {
   __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
 };
+
+// op(init, row(0), row(1), ...) with a short dependency chain: kParts independent partial results, then a
+// tree over them. The softmax runs on one warp per scheduler while another warpgroup's (or warp's) gemms use
+// the tensor cores, so its serial chains are exposed latency; how many partials pay for their registers is
+// measured per kernel (the kernel traits' kSoftmaxReduceParts).
+template <int kParts, class Op, class TensorRow>
+__device__ __forceinline__ float row_reduce(TensorRow const& row, float init, Op op) {
+  constexpr int kN = decltype(size(row))::value;
+  static_assert(kParts > 0 && (kParts & (kParts - 1)) == 0 && kParts <= kN);
+  float part[kParts];
+  CUTE_UNROLL
+  for (int j = 0; j < kParts; ++j) { part[j] = row(j); }
+  CUTE_UNROLL
+  for (int j = kParts; j < kN; ++j) { part[j % kParts] = op(part[j % kParts], row(j)); }
+  CUTE_UNROLL
+  for (int width = kParts / 2; width > 0; width /= 2) {
+    CUTE_UNROLL
+    for (int j = 0; j < width; ++j) { part[j] = op(part[j], part[j + width]); }
+  }
+  return op(init, part[0]);
+}
 
 // The 4 threads of a quad share the rows of an mma.sync / wgmma accumulator: reduce across them.
 template <class Op>

@@ -114,7 +114,8 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(__grid_constant_
                             params.seqlen_k - n_block * kBlockN, params.head_dim);
   cp_async_fence();
 
-  OnlineSoftmax<decltype(size<0>(tScS))::value> softmax;
+  OnlineSoftmax<decltype(size<0>(tScS))::value,
+                kCausal ? Traits::kSoftmaxPartsCausal : Traits::kSoftmaxPartsFull> softmax;
   Tensor acc_o_rowcol = make_rowcol(acc_o);
 
   auto step = [&](auto first, auto masked) __attribute__((always_inline)) {

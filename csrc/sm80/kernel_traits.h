@@ -10,7 +10,8 @@ namespace flashcute::sm80 {
 
 using namespace cute;
 
-template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_>
+template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, int kSoftmaxPartsFull_ = 4,
+          int kSoftmaxPartsCausal_ = 4>
 struct KernelTraits {
   using Element = Element_;
   static_assert(cute::is_same_v<Element, cutlass::half_t> || cute::is_same_v<Element, cutlass::bfloat16_t>);
@@ -21,6 +22,9 @@ struct KernelTraits {
   static constexpr int kNWarps = kNWarps_;
   static constexpr int kNThreads = kNWarps * 32;
   using TileShape_MNK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;
+  // Partial results per row in the softmax's max and sum (common/utils.h row_reduce), per mask kind.
+  static constexpr int kSoftmaxPartsFull = kSoftmaxPartsFull_;
+  static constexpr int kSoftmaxPartsCausal = kSoftmaxPartsCausal_;
 
   // Tensor cores: warps stacked along M, each warp owning 16-row slabs of the Q block.
   using MmaOp = cute::conditional_t<cute::is_same_v<Element, cutlass::half_t>,
@@ -73,9 +77,10 @@ struct KernelTraits {
 
 // The shipped configuration per head dim: FlashAttention-2's Ampere choices, except where the tile sweep
 // (benchmarks/sm80_tile_sweep, H200, see benchmarks/notes.md) measured better: hdim 64 with 128x64 (128x128
-// spills ~350 B/thread), hdim 256 with 64x64 on 4 warps.
+// spills ~350 B/thread), hdim 256 with 64x64 on 4 warps. Softmax reductions: 4 partials per row, except one
+// serial chain for non-causal hdim 64 (4 partials measured 3-4% slower there, 3-10% faster for causal).
 template <typename Element, int kHeadDim> struct DefaultTraits;
-template <typename E> struct DefaultTraits<E, 64> { using type = KernelTraits<E, 64, 128, 64, 4>; };
+template <typename E> struct DefaultTraits<E, 64> { using type = KernelTraits<E, 64, 128, 64, 4, 1, 4>; };
 template <typename E> struct DefaultTraits<E, 96> { using type = KernelTraits<E, 96, 128, 64, 4>; };
 template <typename E> struct DefaultTraits<E, 128> { using type = KernelTraits<E, 128, 128, 64, 4>; };
 template <typename E> struct DefaultTraits<E, 192> { using type = KernelTraits<E, 192, 128, 64, 8>; };

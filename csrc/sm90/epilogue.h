@@ -1,6 +1,6 @@
 // Epilogue of one Q tile: O (normalised, converted to 16 bits) is staged in shared memory with stmatrix and
-// written by one TMA store, which clips rows past seqlen_q and columns past head_dim; each row's LSE goes
-// straight from the registers of the quad that owns it. Tiles where no row sees a key skip the mainloop
+// written by one TMA store per consumer warpgroup (its 64 rows), which clips rows past seqlen_q and columns
+// past head_dim; each row's LSE goes straight from the registers of the quad that owns it. Tiles where no row sees a key skip the mainloop
 // and write zeros and -inf directly (predicated stores, no shared memory).
 #pragma once
 
@@ -27,8 +27,9 @@ struct Epilogue {
 
   using GmemTensorOut = decltype(make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)), ShapeQKVO{},
                                              StrideQKVO{}));
-  using TmaStoreO = decltype(make_tma_copy(SM90_TMA_STORE{}, GmemTensorOut{}, typename Traits::SmemLayoutO{},
-                                           select<0, 2>(TileShape_MNK{}), _1{}));
+  // One TMA store per consumer warpgroup: its 64-row slab of the tile.
+  using TmaStoreO = decltype(make_tma_copy(SM90_TMA_STORE{}, GmemTensorOut{}, typename Traits::SmemLayoutOSlab{},
+                                           Shape<_64, Int<Traits::kHeadDim>>{}, _1{}));
 
   struct Params {
     TmaStoreO tma_store_o;
@@ -39,8 +40,8 @@ struct Epilogue {
     ShapeQKVO const shape_o = make_shape(p.seqlen_q, p.head_dim, p.heads_q, p.batch);
     Tensor mO = make_tensor(make_gmem_ptr(static_cast<Element*>(p.o_ptr)), shape_o,
                             make_stride(p.o_row_stride, _1{}, p.o_head_stride, p.o_batch_stride));
-    return {make_tma_copy(SM90_TMA_STORE{}, mO, typename Traits::SmemLayoutO{}, select<0, 2>(TileShape_MNK{}),
-                          _1{}),
+    return {make_tma_copy(SM90_TMA_STORE{}, mO, typename Traits::SmemLayoutOSlab{},
+                          Shape<_64, Int<Traits::kHeadDim>>{}, _1{}),
             shape_o};
   }
 
@@ -69,12 +70,16 @@ struct Epilogue {
     }
   }
 
-  // Consumer threads; thread 0 issues the TMA store. Where sO overlays the V stages, it waits until the store
-  // has read shared memory and arrives on barrier_o so the producer may load V there again; elsewhere it
-  // waits only before the next tile writes sO (and in finish()).
+  // Consumer threads. Each warpgroup stages its 64 rows in its own slab of sO and its first thread stores them
+  // with TMA, so the warpgroups do not wait for each other (their ping-pong offset carries into the next tile).
+  // That thread waits for its previous store before the slab is rewritten; where sO overlays the V stages,
+  // every warpgroup's last P.V must have read them first, and each store is waited for before barrier_o.
   template <class SharedStorage, class FragO, class TensorLse>
   CUTLASS_DEVICE static void store(Params const& params, FwdParams const& fwd, SharedStorage& shared,
                                    FragO const& tOrO, TensorLse const& lse, WorkTile const& tile, int thread_idx) {
+    int const wg = thread_idx / cutlass::NumThreadsPerWarpGroup;
+    bool const is_slab_leader = thread_idx % cutlass::NumThreadsPerWarpGroup == 0;
+    uint32_t const slab_barrier = uint32_t(NamedBarrierId::kEpilogueSlabFirst) + wg;
     Tensor sO = make_tensor(make_smem_ptr(shared.vo.smem_o.data()), typename Traits::SmemLayoutO{});
     typename Traits::TiledMmaO tiled_mma_o;
     auto smem_tiled_copy_O = make_tiled_copy_C(typename Traits::SmemCopyAtomO{}, tiled_mma_o);
@@ -83,22 +88,25 @@ struct Epilogue {
     Tensor taccOrO = smem_thr_copy_O.retile_S(rO);     // (CPY, CPY_M, CPY_D)
     Tensor taccOsO = smem_thr_copy_O.partition_D(sO);  // (CPY, CPY_M, CPY_D)
 
-    // sO is free: (kOAliasesV) every warpgroup's last P.V has read the V stages under it, (else) the
-    // previous tile's store has read it.
-    if constexpr (!Traits::kOAliasesV) {
-      if (thread_idx == 0) { tma_store_wait<0>(); }
+    if constexpr (Traits::kOAliasesV) {
+      cutlass::arch::NamedBarrier::sync(kNumMmaThreads, uint32_t(NamedBarrierId::kEpilogue));
+    } else {
+      if (is_slab_leader) { tma_store_wait<0>(); }
+      cutlass::arch::NamedBarrier::sync(cutlass::NumThreadsPerWarpGroup, slab_barrier);
     }
-    cutlass::arch::NamedBarrier::sync(kNumMmaThreads, uint32_t(NamedBarrierId::kEpilogue));
     copy(smem_tiled_copy_O, taccOrO, taccOsO);
     cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> visible to the TMA (async proxy)
-    cutlass::arch::NamedBarrier::sync(kNumMmaThreads, uint32_t(NamedBarrierId::kEpilogue));
+    cutlass::arch::NamedBarrier::sync(cutlass::NumThreadsPerWarpGroup, slab_barrier);
 
-    if (thread_idx == 0) {
+    if (is_slab_leader) {
+      // Slabs lie one after another, each laid out like the TMA box (SmemLayoutOSlabs).
+      Element* slab_ptr = shared.vo.smem_o.data() + wg * cosize_v<typename Traits::SmemLayoutOSlab>;
+      Tensor sO_slab = make_tensor(make_smem_ptr(slab_ptr), typename Traits::SmemLayoutOSlab{});  // (64, D)
       Tensor mO = params.tma_store_o.get_tma_tensor(params.shape_o);
-      Tensor gO = local_tile(mO(_, _, tile.head, tile.batch), select<0, 2>(TileShape_MNK{}),
-                             make_coord(tile.m_block, _0{}));  // (M, D)
-      auto [tOgO, tOsO] = tma_partition(params.tma_store_o, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sO),
-                                        group_modes<0, 2>(gO));
+      Tensor gO_slab = local_tile(mO(_, _, tile.head, tile.batch), Shape<_64, Int<Traits::kHeadDim>>{},
+                                  make_coord(tile.m_block * Traits::kNumMmaWarpGroups + wg, _0{}));  // (64, D)
+      auto [tOgO, tOsO] = tma_partition(params.tma_store_o, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sO_slab),
+                                        group_modes<0, 2>(gO_slab));
       copy(params.tma_store_o, tOsO, tOgO);
       tma_store_arrive();
       if constexpr (Traits::kOAliasesV) {
@@ -109,9 +117,9 @@ struct Epilogue {
     store_lse(fwd, lse, tile, thread_idx);
   }
 
-  // Before the CTA exits: its last O store has read shared memory.
+  // Before the CTA exits: each warpgroup's last O store has read shared memory.
   CUTLASS_DEVICE static void finish(int thread_idx) {
-    if (thread_idx == 0) { tma_store_wait<0>(); }
+    if (thread_idx % cutlass::NumThreadsPerWarpGroup == 0) { tma_store_wait<0>(); }
   }
 
   // No row of this tile sees a key: O = 0 and LSE = -inf, written from registers.

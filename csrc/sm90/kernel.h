@@ -5,7 +5,8 @@
 //   pipeline_q   (1 stage)  Q tile        full: TMA bytes   empty: consumers after their last S gemm
 //   pipeline_k/v (kStages)  K / V blocks  full: TMA bytes   empty: consumers after the gemm reading it
 //   barrier_o               O staging     only where O overlays the V stages (kOAliasesV): one arrival
-//                                          per stored tile; the producer waits before the next first V
+//                                          per warpgroup's stored slab; the producer waits before the
+//                                          next tile's first V
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -60,7 +61,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   if (warp_idx == 0 && cute::elect_one_sync()) {
     Mainloop<Traits>::prefetch_descriptors(params.mainloop);
     Epilogue<Traits>::prefetch_descriptors(params.epilogue);
-    shared.barrier_o.init(/*arrive_count=*/1);
+    shared.barrier_o.init(/*arrive_count=*/Traits::kNumMmaWarpGroups);  // one O slab store per warpgroup
   }
 
   // Warp 0 initialises the pipelines' barriers; every consumer thread arrives on the empty barriers.
@@ -116,7 +117,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       }
       Tensor tOrO = partition_fragment_C(tiled_mma_o, select<0, 2>(TileShape_MNK{}));  // (MMA, MMA_M, MMA_D)
       clear(tOrO);
-      OnlineSoftmax<2 * decltype(size<1>(tOrO))::value> softmax;  // 2 rows per thread per 64-row atom
+      // 2 rows per thread per 64-row atom.
+      OnlineSoftmax<2 * decltype(size<1>(tOrO))::value, Traits::kSoftmaxReduceParts> softmax;
       Mainloop<Traits>::mma(shared, pipeline_q, pipeline_k, pipeline_v, q_state, k_state, v_state, tOrO, softmax,
                             params.fwd, tile.m_block, range, thread_idx, wg);
       Tensor acc_o = make_rowcol(tOrO);

@@ -17,18 +17,32 @@ using namespace cute;
 // Causal hdim 64 takes 128-row Q blocks: with 192 rows the paired causal work units (tile_scheduler.h) are
 // uneven whenever a head has an odd number of Q blocks, and short sequences waste a third of the last block
 // (measured on the H200: 196 vs 141 TFLOP/s at seqlen 512, equal at 16k).
+// kSoftmaxReduceParts: partial results per row in the softmax's max and sum (common/utils.h row_reduce):
+// 4 measured 2-8% faster than one serial chain for hdim 128 and non-causal hdim 64, 3-6% slower for causal
+// hdim 64 (H200, benchmarks/notes.md); the head dims not measured take 4.
 template <int kHeadDim, bool kCausal>
 struct TileConfig;
 template <bool kCausal>
-struct TileConfig<64, kCausal> { static constexpr int kBlockM = kCausal ? 128 : 192, kBlockN = 128, kStages = 2; };
+struct TileConfig<64, kCausal> {
+  static constexpr int kBlockM = kCausal ? 128 : 192, kBlockN = 128, kStages = 2;
+  static constexpr int kSoftmaxReduceParts = kCausal ? 1 : 4;
+};
 template <bool kCausal>
-struct TileConfig<96, kCausal> { static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2; };
+struct TileConfig<96, kCausal> {
+  static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2, kSoftmaxReduceParts = 4;
+};
 template <bool kCausal>
-struct TileConfig<128, kCausal> { static constexpr int kBlockM = 128, kBlockN = kCausal ? 128 : 176, kStages = 2; };
+struct TileConfig<128, kCausal> {
+  static constexpr int kBlockM = 128, kBlockN = kCausal ? 128 : 176, kStages = 2, kSoftmaxReduceParts = 4;
+};
 template <bool kCausal>
-struct TileConfig<192, kCausal> { static constexpr int kBlockM = 128, kBlockN = 112, kStages = 2; };
+struct TileConfig<192, kCausal> {
+  static constexpr int kBlockM = 128, kBlockN = 112, kStages = 2, kSoftmaxReduceParts = 4;
+};
 template <bool kCausal>
-struct TileConfig<256, kCausal> { static constexpr int kBlockM = 128, kBlockN = 80, kStages = 2; };
+struct TileConfig<256, kCausal> {
+  static constexpr int kBlockM = 128, kBlockN = 80, kStages = 2, kSoftmaxReduceParts = 4;
+};
 
 // The widest GMMA swizzle atom (128, 64 or 32 bytes of contiguous head dim) that tiles kHeadDim.
 template <typename Element, int kHeadDim>
@@ -52,6 +66,7 @@ struct KernelTraits {
   static constexpr int kBlockM = TileConfig<kHeadDim, kCausal>::kBlockM;
   static constexpr int kBlockN = TileConfig<kHeadDim, kCausal>::kBlockN;
   static constexpr int kStages = TileConfig<kHeadDim, kCausal>::kStages;
+  static constexpr int kSoftmaxReduceParts = TileConfig<kHeadDim, kCausal>::kSoftmaxReduceParts;
   static_assert(kBlockM % 64 == 0 && kBlockN % 16 == 0 && kHeadDim % 16 == 0);
 
   // Warp specialization: warpgroup 0 produces (TMA), warpgroups 1.. consume (wgmma + softmax).
@@ -91,8 +106,14 @@ struct KernelTraits {
   using SmemLayoutVt = decltype(composition(
       SmemLayoutV{},
       make_ordered_layout(Shape<Int<kHeadDim>, Int<kBlockN>, Int<kStages>>{}, Step<_2, _1, _3>{})));
-  // O is staged in shared memory for the TMA store (see SharedStorage).
-  using SmemLayoutO = SmemLayoutQ;
+  // O is staged in shared memory for the TMA stores (see SharedStorage): one (64, head_dim) slab per consumer
+  // warpgroup, each stored on its own, viewed as one (kBlockM, head_dim) tile for the register -> smem copy.
+  using SmemLayoutOSlab = decltype(tile_to_shape(SmemLayoutAtom{}, Shape<_64, Int<kHeadDim>>{}));
+  using SmemLayoutOSlabs =
+      decltype(tile_to_shape(SmemLayoutAtom{}, Shape<_64, Int<kHeadDim>, Int<kBlockM / 64>>{}));
+  using SmemLayoutO = decltype(composition(
+      SmemLayoutOSlabs{},
+      Layout<Shape<Shape<_64, Int<kBlockM / 64>>, Int<kHeadDim>>, Stride<Stride<_1, Int<64 * kHeadDim>>, _64>>{}));
   // registers -> smem for O: stmatrix, four 8x8 matrices of 16-bit elements per instruction.
   using SmemCopyAtomO = Copy_Atom<SM90_U32x4_STSM_N, Element>;
 

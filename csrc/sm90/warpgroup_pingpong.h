@@ -12,8 +12,9 @@ namespace flashcute::sm90 {
 
 // User ids of cutlass::arch::NamedBarrier (it offsets them past CUTLASS's reserved ids).
 enum class NamedBarrierId : uint32_t {
-  kEpilogue = 0,   // all consumer threads around the shared-memory staging of O
-  kTurnFirst = 1,  // kTurnFirst + i: the turn of consumer warpgroup i
+  kEpilogue = 0,          // all consumer threads, before O overwrites the V stages (kOAliasesV)
+  kTurnFirst = 1,         // kTurnFirst + i: the turn of consumer warpgroup i
+  kEpilogueSlabFirst = 4  // kEpilogueSlabFirst + i: consumer warpgroup i around its O slab
 };
 
 template <int kNumMmaWarpGroups>

@@ -149,6 +149,7 @@ void print_sm90() {
   field("SmemLayoutV", typename Traits::SmemLayoutV{});
   field("SmemLayoutVt", typename Traits::SmemLayoutVt{});
   field("SmemLayoutO", typename Traits::SmemLayoutO{});
+  field("SmemLayoutOSlab", typename Traits::SmemLayoutOSlab{});
 
   typename Traits::TiledMmaS tiled_mma_s;
   typename Traits::TiledMmaO tiled_mma_o;

@@ -2,6 +2,7 @@
 # Builds the SM90 harness with several instantiations compiled in parallel, then runs it.
 #   tests/sm90_harness/build.sh                 # bf16 and fp16, head dims 64 128 256
 #   CONFIGS="bf16:128" tests/sm90_harness/build.sh --bench
+#   tests/sm90_harness/build.sh --build-only    # build $OUT/sm90_harness, do not run it
 # CONFIGS: space-separated dtype:head_dim with dtype bf16 or fp16. Extra arguments go to the harness.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -31,4 +32,5 @@ for pid in "${pids[@]}"; do wait "$pid" || status=1; done
 if [[ $status != 0 ]]; then cat "$OUT"/*.ptxas.log >&2; exit 1; fi
 grep -h -A2 "Compiling entry" "$OUT"/*.ptxas.log | grep -v "^--" || true
 nvcc "${FLAGS[@]}" "${objects[@]}" -o "$OUT/sm90_harness"
+if [[ ${1:-} == --build-only ]]; then exit 0; fi
 "$OUT/sm90_harness" "$@"
