@@ -71,16 +71,27 @@ CUTE_HOST_DEVICE auto make_rowcol(Tensor<Engine, Layout>& t) {
   return make_tensor(t.data(), make_rowcol_layout(t.layout()));
 }
 
-// Element-wise conversion of a compact register fragment (float accumulators -> 16-bit operands),
-// vectorised through cutlass's array converter. The result has the same shape and element order.
-template <typename To, class Engine, class Layout>
-__device__ __forceinline__ auto convert_type(Tensor<Engine, Layout> const& src) {
-  using From = typename Engine::value_type;
+// dst = src converted element-wise, storage position by storage position: dst is a fragment of the same size
+// whose registers line up with src's (e.g. the A operand of the next gemm, laid over the same registers).
+// Vectorised through cutlass's array converter, so each 32-bit register receives one packed pair; an
+// element-wise copy of 16-bit values into dst compiles to PRMT/LOP3 re-packing (~2 instructions per score).
+template <class EngineSrc, class LayoutSrc, class EngineDst, class LayoutDst>
+__device__ __forceinline__ void convert_into(Tensor<EngineSrc, LayoutSrc> const& src,
+                                             Tensor<EngineDst, LayoutDst>& dst) {
+  using From = typename EngineSrc::value_type;
+  using To = typename EngineDst::value_type;
   constexpr int kNumel = decltype(size(src))::value;
-  Tensor dst = make_fragment_like<To>(src);
+  static_assert(decltype(size(dst))::value == kNumel);
   cutlass::NumericArrayConverter<To, From, kNumel> convert;
   *reinterpret_cast<cutlass::Array<To, kNumel>*>(dst.data()) =
       convert(*reinterpret_cast<cutlass::Array<From, kNumel> const*>(src.data()));
+}
+
+// A new fragment with src's layout, converted element-wise.
+template <typename To, class Engine, class Layout>
+__device__ __forceinline__ auto convert_type(Tensor<Engine, Layout> const& src) {
+  Tensor dst = make_fragment_like<To>(src);
+  convert_into(src, dst);
   return dst;
 }
 

@@ -200,8 +200,8 @@ struct Mainloop {
     Tensor tSrS = partition_fragment_C(tiled_mma_s, select<0, 1>(TileShape_MNK{}));  // (MMA, MMA_M, MMA_N)
     Tensor scores = make_rowcol(tSrS);
     Tensor tScS = make_rowcol(thr_mma_s.partition_C(make_identity_tensor(select<0, 1>(TileShape_MNK{}))));
+    // P's registers are S's layout regrouped (acc_as_operand_a), so P = S converts register by register.
     Tensor tOrP = make_tensor<Element>(acc_as_operand_a(tSrS.layout()));  // (MMA, MMA_M, MMA_N / 16)
-    Tensor tOrP_as_acc = make_tensor(tOrP.data(), tSrS.layout());
     Tensor acc_o = make_rowcol(tOrO);
     // The rescale of O must wait until the in-flight P.V is done: OnlineSoftmax rescales this (rows, 1)
     // tensor of ones instead, leaving the correction of each row to apply to O later.
@@ -249,7 +249,7 @@ struct Mainloop {
     } else {
       softmax_step(cute::true_type{}, cute::false_type{}, n_block);
     }
-    copy(convert_type<Element>(tSrS), tOrP_as_acc);
+    convert_into(tSrS, tOrP);
 
     auto step = [&](auto masked) CUTLASS_LAMBDA_FUNC_INLINE {
       pipeline_k.consumer_wait(k_state);
@@ -268,7 +268,7 @@ struct Mainloop {
       warpgroup_fence_operand(tOrP);
       pipeline_v.consumer_release(v_state);
       ++v_state;
-      copy(convert_type<Element>(tSrS), tOrP_as_acc);
+      convert_into(tSrS, tOrP);
     };
     for (--n_block; n_block >= range.n_block_unmasked; --n_block) { step(cute::true_type{}); }
     for (; n_block >= 0; --n_block) { step(cute::false_type{}); }
