@@ -23,7 +23,8 @@ struct OnlineSoftmax {
     static_assert(decltype(size<0>(scores))::value == kNRows);
     CUTE_UNROLL
     for (int mi = 0; mi < kNRows; ++mi) {
-      float const thread_max = row_reduce<kReduceParts>(scores(mi, _), kFirst ? -INFINITY : row_max(mi), MaxOp{});
+      float const thread_max =
+          row_reduce<kReduceParts>(scores(mi, _), kFirst ? -INFINITY : row_max(mi), MaxOp{});
       float const block_max = quad_allreduce(thread_max, MaxOp{});
       // A fully masked row keeps max = -inf; subtract 0 instead so exp2 gives 0, not NaN.
       float const max_scaled = (kCheckInf && block_max == -INFINITY) ? 0.f : block_max * scale_log2;

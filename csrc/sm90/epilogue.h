@@ -1,7 +1,7 @@
 // Epilogue of one Q tile: O (normalised, converted to 16 bits) is staged in shared memory with stmatrix and
 // written by one TMA store per consumer warpgroup (its 64 rows), which clips rows past seqlen_q and columns
-// past head_dim; each row's LSE goes straight from the registers of the quad that owns it. Tiles where no row sees a key skip the mainloop
-// and write zeros and -inf directly (predicated stores, no shared memory).
+// past head_dim; each row's LSE goes straight from the registers of the quad that owns it. Tiles where no
+// row sees a key skip the mainloop and write zeros and -inf directly (predicated stores, no shared memory).
 #pragma once
 
 #include <cute/tensor.hpp>
