@@ -45,7 +45,7 @@ NVCC_FLAGS = [
     "-std=c++17",
     "--expt-relaxed-constexpr",
     # GMMA atoms of every N that is a multiple of 8 (CuTe's selectors offer only powers of two and 96/192
-    # without it): the SM90 K/V tiles of 176, 112 and 80 columns then take one wgmma per k-step.
+    # without it): the SM90 K/V tiles of 112 and 80 columns then take one wgmma per k-step.
     "-DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED",
     "-U__CUDA_NO_HALF_OPERATORS__",
     "-U__CUDA_NO_HALF_CONVERSIONS__",
