@@ -47,7 +47,7 @@ struct TileScheduler {
     // H200 (SM90 harness, bf16): 1.5 MB beat 25 MB by 4-10% at seqlen 512-1k (hdims 128 and 256, non-causal),
     // 2-5% at 2k-4k and up to 2% at 16k; 3 and 6 MB fell in between (benchmarks/notes.md).
     int64_t const kv_bytes = int64_t(p.seqlen_k) * p.head_dim * 2 * element_bytes;
-    int64_t const l2_budget = int64_t(3) * 512 * 1024;
+    int64_t const l2_budget = int64_t(1536) * 1024;  // 1.5 MB
     int64_t const group = p.heads_q / p.heads_kv;
     int64_t heads = kv_bytes > 0 ? l2_budget / kv_bytes * group : sp.num_bh;
     if (heads < 1) heads = 1;
