@@ -4,7 +4,9 @@ all measured in the same run on the same GPU.
 Shapes follow the FlashAttention papers: batch * seqlen = 16k tokens, hidden 2048 (heads = 2048 / head_dim),
 seqlen 512 ... 16k, causal and not. FLOPs = 4 * batch * heads * seqlen_q * seqlen_k * head_dim, halved for
 causal. Times are triton.testing.do_bench medians. Also reported: the extension's JIT build time (cold) and
-its cached load time, and each implementation's extra peak memory per call.
+its cached load time, each implementation's extra peak memory per call, and the matmul rate of each dtype
+timed the same way (torch.mm, 8192^3): long runs settle at the clock the board's power cap allows, well
+below a short burst's, and that is the rate the attention kernels compete with.
 
     python benchmarks/bench_fwd.py                         # the full paper grid, bf16 and fp16
     python benchmarks/bench_fwd.py --dtypes bf16 --head-dims 128 --seqlens 1024,4096   # a quick look
@@ -108,6 +110,14 @@ def measure(fn):
     peak_mib = (torch.cuda.max_memory_allocated() - base) / 2**20
     del result
     return do_bench(fn, warmup=25, rep=100, return_mode="median"), peak_mib
+
+
+def matmul_tflops(dtype, n=8192):
+    """torch.mm of two random n x n matrices, timed like the attention shapes."""
+    a = torch.randn(n, n, device="cuda", dtype=dtype)
+    b = torch.randn_like(a)
+    ms, _ = measure(lambda: torch.mm(a, b))
+    return 2 * n**3 / (ms * 1e-3) / 1e12
 
 
 def bench_shape(dtype, head_dim, causal, batch, seqlen, heads_q, heads_kv, backends, peers):
@@ -218,6 +228,9 @@ def main():
     print(f"{device}, torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, "
           f"flashcute {flashcute.__version__} ({git_commit()}), backends {backends}, peers {peers}")
     print(f"extension: {times}")
+    matmul = {name: matmul_tflops(DTYPES[name]) for name in csv(args.dtypes)}
+    matmul_text = ", ".join(f"{name} {rate:.0f}" for name, rate in matmul.items())
+    print(f"matmul (torch.mm 8192^3, timed like the shapes), TFLOP/s: {matmul_text}")
     rows = []
     for shape in shapes:
         row = bench_shape(*shape, backends, peers)
@@ -241,13 +254,15 @@ def main():
         "date": stamp, "device": device, "torch": torch.__version__, "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version(), "flashcute": flashcute.__version__, "commit": git_commit(),
         "host": platform.node(), "extension": {**times, "path": str(library.path)}, "backends": backends, "peers": peers,
+        "matmul_tflops": matmul,
     }
     (out / f"{name}.json").write_text(json.dumps({**meta, "rows": rows}, indent=1))
     (out / f"{name}.md").write_text(
         f"# flashcute forward, {device}, {stamp}\n\n"
         f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, "
         f"flashcute {flashcute.__version__} ({git_commit()}). TFLOP/s (do_bench median); ratios flashcute/peer; "
-        f"extra peak memory of one call in MiB.\n\nExtension: {json.dumps(times)}\n\n{markdown}\n"
+        f"extra peak memory of one call in MiB.\n\nExtension: {json.dumps(times)}\n\n"
+        f"Matmul (torch.mm 8192^3, timed like the shapes), TFLOP/s: {matmul_text}\n\n{markdown}\n"
     )
     print(f"\nwrote {out / name}.json and .md")
 

@@ -40,69 +40,72 @@ from .layout import (
 #        -Xptxas -v -cubin csrc/instantiations/fwd_<arch>_<dtype>_hdim<d>.cu
 # and the same with -gencode=arch=compute_90a,code=sm_90a (the SM80 kernel as built for an H100/H200,
 # and the SM90 kernel); CUDA 13.0, CUTLASS 4.2.0, csrc/sm80 at 90ee1e8, csrc/sm90 at c349c1a.
-# (kernel, target, dtype, head dim, causal) -> (registers, spill store bytes, spill load bytes).
+# (kernel, target, dtype, head dim, variant) -> (registers, spill store bytes, spill load bytes); variant:
+# noncausal or causal, and for SM90 also noncausal-longk (the long-seqlen_k tile, kernel_configs).
 # Recompile and update when csrc/sm80 or csrc/sm90 change: the registers decide occupancy.
 REGISTERS = {
-    ('sm80', 'sm_80', 'fp16', 64, False): (254, 0, 0),
-    ('sm80', 'sm_80', 'fp16', 64, True): (255, 104, 160),
-    ('sm80', 'sm_80', 'fp16', 96, False): (255, 144, 188),
-    ('sm80', 'sm_80', 'fp16', 96, True): (255, 140, 184),
-    ('sm80', 'sm_80', 'fp16', 128, False): (255, 272, 328),
-    ('sm80', 'sm_80', 'fp16', 128, True): (255, 260, 324),
-    ('sm80', 'sm_80', 'fp16', 192, False): (255, 0, 0),
-    ('sm80', 'sm_80', 'fp16', 192, True): (254, 0, 0),
-    ('sm80', 'sm_80', 'fp16', 256, False): (255, 0, 0),
-    ('sm80', 'sm_80', 'fp16', 256, True): (253, 0, 0),
-    ('sm80', 'sm_80', 'bf16', 64, False): (254, 0, 0),
-    ('sm80', 'sm_80', 'bf16', 64, True): (255, 104, 160),
-    ('sm80', 'sm_80', 'bf16', 96, False): (255, 136, 184),
-    ('sm80', 'sm_80', 'bf16', 96, True): (255, 132, 176),
-    ('sm80', 'sm_80', 'bf16', 128, False): (255, 272, 328),
-    ('sm80', 'sm_80', 'bf16', 128, True): (255, 260, 324),
-    ('sm80', 'sm_80', 'bf16', 192, False): (255, 0, 0),
-    ('sm80', 'sm_80', 'bf16', 192, True): (254, 0, 0),
-    ('sm80', 'sm_80', 'bf16', 256, False): (255, 0, 0),
-    ('sm80', 'sm_80', 'bf16', 256, True): (253, 0, 0),
-    ('sm80', 'sm_90a', 'fp16', 64, False): (254, 0, 0),
-    ('sm80', 'sm_90a', 'fp16', 64, True): (255, 100, 156),
-    ('sm80', 'sm_90a', 'fp16', 96, False): (255, 136, 180),
-    ('sm80', 'sm_90a', 'fp16', 96, True): (255, 140, 196),
-    ('sm80', 'sm_90a', 'fp16', 128, False): (255, 300, 356),
-    ('sm80', 'sm_90a', 'fp16', 128, True): (255, 288, 352),
-    ('sm80', 'sm_90a', 'fp16', 192, False): (255, 0, 0),
-    ('sm80', 'sm_90a', 'fp16', 192, True): (255, 0, 0),
-    ('sm80', 'sm_90a', 'fp16', 256, False): (255, 0, 0),
-    ('sm80', 'sm_90a', 'fp16', 256, True): (255, 0, 0),
-    ('sm80', 'sm_90a', 'bf16', 64, False): (254, 0, 0),
-    ('sm80', 'sm_90a', 'bf16', 64, True): (255, 100, 156),
-    ('sm80', 'sm_90a', 'bf16', 96, False): (255, 136, 180),
-    ('sm80', 'sm_90a', 'bf16', 96, True): (255, 140, 196),
-    ('sm80', 'sm_90a', 'bf16', 128, False): (255, 300, 356),
-    ('sm80', 'sm_90a', 'bf16', 128, True): (255, 288, 352),
-    ('sm80', 'sm_90a', 'bf16', 192, False): (255, 0, 0),
-    ('sm80', 'sm_90a', 'bf16', 192, True): (255, 0, 0),
-    ('sm80', 'sm_90a', 'bf16', 256, False): (255, 0, 0),
-    ('sm80', 'sm_90a', 'bf16', 256, True): (255, 0, 0),
-    ('sm90', 'sm_90a', 'fp16', 64, False): (128, 0, 0),
-    ('sm90', 'sm_90a', 'fp16', 64, True): (128, 0, 0),
-    ('sm90', 'sm_90a', 'fp16', 96, False): (168, 0, 0),
-    ('sm90', 'sm_90a', 'fp16', 96, True): (168, 0, 0),
-    ('sm90', 'sm_90a', 'fp16', 128, False): (168, 0, 0),
-    ('sm90', 'sm_90a', 'fp16', 128, True): (168, 0, 0),
-    ('sm90', 'sm_90a', 'fp16', 192, False): (168, 0, 0),
-    ('sm90', 'sm_90a', 'fp16', 192, True): (168, 0, 0),
-    ('sm90', 'sm_90a', 'fp16', 256, False): (168, 0, 0),
-    ('sm90', 'sm_90a', 'fp16', 256, True): (168, 0, 0),
-    ('sm90', 'sm_90a', 'bf16', 64, False): (128, 0, 0),
-    ('sm90', 'sm_90a', 'bf16', 64, True): (128, 0, 0),
-    ('sm90', 'sm_90a', 'bf16', 96, False): (168, 0, 0),
-    ('sm90', 'sm_90a', 'bf16', 96, True): (168, 0, 0),
-    ('sm90', 'sm_90a', 'bf16', 128, False): (168, 0, 0),
-    ('sm90', 'sm_90a', 'bf16', 128, True): (168, 0, 0),
-    ('sm90', 'sm_90a', 'bf16', 192, False): (168, 0, 0),
-    ('sm90', 'sm_90a', 'bf16', 192, True): (168, 0, 0),
-    ('sm90', 'sm_90a', 'bf16', 256, False): (168, 0, 0),
-    ('sm90', 'sm_90a', 'bf16', 256, True): (168, 0, 0),
+    ('sm80', 'sm_80', 'fp16', 64, 'noncausal'): (254, 0, 0),
+    ('sm80', 'sm_80', 'fp16', 64, 'causal'): (255, 104, 160),
+    ('sm80', 'sm_80', 'fp16', 96, 'noncausal'): (255, 144, 188),
+    ('sm80', 'sm_80', 'fp16', 96, 'causal'): (255, 140, 184),
+    ('sm80', 'sm_80', 'fp16', 128, 'noncausal'): (255, 272, 328),
+    ('sm80', 'sm_80', 'fp16', 128, 'causal'): (255, 260, 324),
+    ('sm80', 'sm_80', 'fp16', 192, 'noncausal'): (255, 0, 0),
+    ('sm80', 'sm_80', 'fp16', 192, 'causal'): (254, 0, 0),
+    ('sm80', 'sm_80', 'fp16', 256, 'noncausal'): (255, 0, 0),
+    ('sm80', 'sm_80', 'fp16', 256, 'causal'): (253, 0, 0),
+    ('sm80', 'sm_80', 'bf16', 64, 'noncausal'): (254, 0, 0),
+    ('sm80', 'sm_80', 'bf16', 64, 'causal'): (255, 104, 160),
+    ('sm80', 'sm_80', 'bf16', 96, 'noncausal'): (255, 136, 184),
+    ('sm80', 'sm_80', 'bf16', 96, 'causal'): (255, 132, 176),
+    ('sm80', 'sm_80', 'bf16', 128, 'noncausal'): (255, 272, 328),
+    ('sm80', 'sm_80', 'bf16', 128, 'causal'): (255, 260, 324),
+    ('sm80', 'sm_80', 'bf16', 192, 'noncausal'): (255, 0, 0),
+    ('sm80', 'sm_80', 'bf16', 192, 'causal'): (254, 0, 0),
+    ('sm80', 'sm_80', 'bf16', 256, 'noncausal'): (255, 0, 0),
+    ('sm80', 'sm_80', 'bf16', 256, 'causal'): (253, 0, 0),
+    ('sm80', 'sm_90a', 'fp16', 64, 'noncausal'): (254, 0, 0),
+    ('sm80', 'sm_90a', 'fp16', 64, 'causal'): (255, 100, 156),
+    ('sm80', 'sm_90a', 'fp16', 96, 'noncausal'): (255, 136, 180),
+    ('sm80', 'sm_90a', 'fp16', 96, 'causal'): (255, 140, 196),
+    ('sm80', 'sm_90a', 'fp16', 128, 'noncausal'): (255, 300, 356),
+    ('sm80', 'sm_90a', 'fp16', 128, 'causal'): (255, 288, 352),
+    ('sm80', 'sm_90a', 'fp16', 192, 'noncausal'): (255, 0, 0),
+    ('sm80', 'sm_90a', 'fp16', 192, 'causal'): (255, 0, 0),
+    ('sm80', 'sm_90a', 'fp16', 256, 'noncausal'): (255, 0, 0),
+    ('sm80', 'sm_90a', 'fp16', 256, 'causal'): (255, 0, 0),
+    ('sm80', 'sm_90a', 'bf16', 64, 'noncausal'): (254, 0, 0),
+    ('sm80', 'sm_90a', 'bf16', 64, 'causal'): (255, 100, 156),
+    ('sm80', 'sm_90a', 'bf16', 96, 'noncausal'): (255, 136, 180),
+    ('sm80', 'sm_90a', 'bf16', 96, 'causal'): (255, 140, 196),
+    ('sm80', 'sm_90a', 'bf16', 128, 'noncausal'): (255, 300, 356),
+    ('sm80', 'sm_90a', 'bf16', 128, 'causal'): (255, 288, 352),
+    ('sm80', 'sm_90a', 'bf16', 192, 'noncausal'): (255, 0, 0),
+    ('sm80', 'sm_90a', 'bf16', 192, 'causal'): (255, 0, 0),
+    ('sm80', 'sm_90a', 'bf16', 256, 'noncausal'): (255, 0, 0),
+    ('sm80', 'sm_90a', 'bf16', 256, 'causal'): (255, 0, 0),
+    ('sm90', 'sm_90a', 'fp16', 64, 'noncausal'): (128, 0, 0),
+    ('sm90', 'sm_90a', 'fp16', 64, 'causal'): (128, 0, 0),
+    ('sm90', 'sm_90a', 'fp16', 96, 'noncausal'): (168, 0, 0),
+    ('sm90', 'sm_90a', 'fp16', 96, 'causal'): (168, 0, 0),
+    ('sm90', 'sm_90a', 'fp16', 128, 'noncausal'): (168, 0, 0),
+    ('sm90', 'sm_90a', 'fp16', 128, 'causal'): (168, 0, 0),
+    ('sm90', 'sm_90a', 'fp16', 192, 'noncausal'): (168, 0, 0),
+    ('sm90', 'sm_90a', 'fp16', 192, 'causal'): (168, 0, 0),
+    ('sm90', 'sm_90a', 'fp16', 256, 'noncausal'): (168, 0, 0),
+    ('sm90', 'sm_90a', 'fp16', 256, 'causal'): (168, 0, 0),
+    ('sm90', 'sm_90a', 'bf16', 64, 'noncausal'): (128, 0, 0),
+    ('sm90', 'sm_90a', 'bf16', 64, 'causal'): (128, 0, 0),
+    ('sm90', 'sm_90a', 'bf16', 96, 'noncausal'): (168, 0, 0),
+    ('sm90', 'sm_90a', 'bf16', 96, 'causal'): (168, 0, 0),
+    ('sm90', 'sm_90a', 'bf16', 128, 'noncausal'): (168, 0, 0),
+    ('sm90', 'sm_90a', 'bf16', 128, 'causal'): (168, 0, 0),
+    ('sm90', 'sm_90a', 'bf16', 192, 'noncausal'): (168, 0, 0),
+    ('sm90', 'sm_90a', 'bf16', 192, 'causal'): (168, 0, 0),
+    ('sm90', 'sm_90a', 'bf16', 256, 'noncausal'): (168, 0, 0),
+    ('sm90', 'sm_90a', 'bf16', 256, 'causal'): (168, 0, 0),
+    ('sm90', 'sm_90a', 'fp16', 128, 'noncausal-longk'): (168, 0, 0),
+    ('sm90', 'sm_90a', 'bf16', 128, 'noncausal-longk'): (168, 0, 0),
 }
 
 # ------------------------------------------------------------------------------------------------ devices
@@ -365,10 +368,10 @@ def predicted_counts(reports, problem):
 def occupancy_numbers(cfg):
     """Registers (ptxas) and CTAs per SM on each device the kernel runs on. The SM80 kernel's layouts do not
     depend on the causal flag, so its causal variant's registers come along; an SM90 config is one variant."""
-    causal = getattr(cfg, "causal", False)
+    variant = cfg.variant if cfg.arch == "sm90" else "noncausal"
     rows = []
     for device in DEVICES[cfg.arch]:
-        regs = REGISTERS.get((cfg.arch, device.target, cfg.dtype, cfg.head_dim, causal))
+        regs = REGISTERS.get((cfg.arch, device.target, cfg.dtype, cfg.head_dim, variant))
         if regs is None:
             rows.append({"device": device.name, "registers": None})
             continue
@@ -378,7 +381,7 @@ def occupancy_numbers(cfg):
                "limited_by": limiter, "limits": limits, "warps_per_sm": ctas * cfg.n_threads // 32,
                "occupancy": ctas * cfg.n_threads / device.max_threads_per_sm}
         if cfg.arch == "sm80":
-            row["registers_causal"] = REGISTERS.get((cfg.arch, device.target, cfg.dtype, cfg.head_dim, True),
+            row["registers_causal"] = REGISTERS.get((cfg.arch, device.target, cfg.dtype, cfg.head_dim, "causal"),
                                                     (None,))[0]
         else:
             row["setmaxnreg"] = {"producer": cfg.producer_regs, "consumers": cfg.consumer_regs}
@@ -691,7 +694,7 @@ def summarize(cfg, batch, heads, seqlen_q, seqlen_k, thread=0):
     if cfg.arch == "sm80":
         config.update({"n_warps": cfg.n_warps, "threads": cfg.n_threads, "kv_stages": cfg.kv_stages})
     else:
-        config.update({"causal": cfg.causal, "threads": cfg.n_threads, "mma_warpgroups": cfg.n_mma_warpgroups,
+        config.update({"causal": cfg.causal, "variant": cfg.variant, "threads": cfg.n_threads, "mma_warpgroups": cfg.n_mma_warpgroups,
                        "kv_stages": cfg.stages, "mma_atoms": [cfg.tiled_mma_s.atom.name, cfg.tiled_mma_o.atom.name]})
     return {
         "config": config,
@@ -721,7 +724,9 @@ def summary_text(s):
     if c["arch"] == "sm80":
         who = f"{c['threads']} threads ({c['n_warps']} warps)"
     else:
-        who = (f"{'causal' if c['causal'] else 'non-causal'} tiles, {c['threads']} threads (1 producer + "
+        tiles = {"causal": "causal", "noncausal": "non-causal",
+                 "noncausal-longk": f"non-causal seqlen_k >= {kernel_configs.LONG_SEQLEN_K_MIN}"}[c["variant"]]
+        who = (f"{tiles} tiles, {c['threads']} threads (1 producer + "
                f"{c['mma_warpgroups']} consumer warpgroups), GMMA atoms {' and '.join(c['mma_atoms'])}")
     lines = [f"flashcute {c['arch']} {c['dtype']} hdim{c['head_dim']}: kBlockM {c['block_m']}, kBlockN "
              f"{c['block_n']}, {who}, {c['kv_stages']} K/V stage(s)",
@@ -780,9 +785,10 @@ def explain(arch, dtype, head_dim, out_dir, seqlen_q=2000, seqlen_k=None, batch=
             causal=False):
     """Write every picture and the summary for one shipped configuration into ``out_dir``; returns the
     summary dict (also written as summary.json) with the written files under "files".
-    ``causal`` picks the SM90 tile configuration (the SM80 one does not depend on it)."""
-    cfg = kernel_configs.get_config(arch, dtype, head_dim, causal)
+    ``causal`` and ``seqlen_k`` pick the SM90 tile configuration as the launcher does (the SM80 one depends on
+    neither)."""
     seqlen_k = seqlen_q if seqlen_k is None else seqlen_k
+    cfg = kernel_configs.get_config(arch, dtype, head_dim, causal, seqlen_k)
     for name, value in (("seqlen_q", seqlen_q), ("seqlen_k", seqlen_k), ("batch", batch), ("heads", heads)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")

@@ -265,6 +265,10 @@ SM90_SHIPPED = {
     (192, False): (128, 112, 2), (192, True): (128, 112, 2),
     (256, False): (128, 80, 2), (256, True): (128, 80, 2),
 }
+# csrc/sm90/kernel_traits.h LongSeqlenKTile: (head dim, causal) -> kBlockN of the variant that launch.h takes
+# when seqlen_k >= LONG_SEQLEN_K_MIN (the other tile sizes as in SM90_SHIPPED).
+SM90_LONG_SEQLEN_K = {(128, False): 160}
+LONG_SEQLEN_K_MIN = 4096
 # flashcute builds with CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED (flashcute._build.NVCC_FLAGS), so
 # GMMA::{ss,rs}_op_selector choose the atom whose N is the whole tile N: every multiple of 8 up to 256.
 GMMA_MAX_N = 256
@@ -288,8 +292,8 @@ def _round_up(x, m):
 
 @dataclass(frozen=True)
 class Sm90Config(_ElementConfig):
-    """One instantiation of ``flashcute::sm90::KernelTraits<Element, kHeadDim, kCausal>``: one producer
-    warpgroup (TMA) and kBlockM / 64 consumer warpgroups (wgmma)."""
+    """One instantiation of ``flashcute::sm90::KernelTraits<Element, kHeadDim, kCausal, kLongSeqlenK>``: one
+    producer warpgroup (TMA) and kBlockM / 64 consumer warpgroups (wgmma)."""
 
     dtype: str
     head_dim: int
@@ -297,6 +301,7 @@ class Sm90Config(_ElementConfig):
     block_m: int
     block_n: int
     stages: int
+    long_seqlen_k: bool = False
 
     arch = "sm90"
 
@@ -423,6 +428,8 @@ class Sm90Config(_ElementConfig):
             "kBlockN": self.block_n,
             "kHeadDim": self.head_dim,
             "kStages": self.stages,
+            "kLongSeqlenK": int(self.long_seqlen_k),
+            "kLongSeqlenKMin": LONG_SEQLEN_K_MIN,
             "kNumMmaWarpGroups": self.n_mma_warpgroups,
             "kNumMmaThreads": self.n_mma_threads,
             "kNumThreads": self.n_threads,
@@ -448,7 +455,12 @@ class Sm90Config(_ElementConfig):
 
     @property
     def header(self):
-        return f"{self.arch} {self.dtype} hdim{self.head_dim} {'causal' if self.causal else 'noncausal'}"
+        return f"{self.arch} {self.dtype} hdim{self.head_dim} {self.variant}"
+
+    @property
+    def variant(self):
+        """Which of a head dim's kernels: noncausal, causal or noncausal-longk (seqlen_k >= LONG_SEQLEN_K_MIN)."""
+        return ("causal" if self.causal else "noncausal") + ("-longk" if self.long_seqlen_k else "")
 
 
 ARCHS = ("sm80", "sm90")
@@ -462,14 +474,22 @@ def shipped_configs(arch=None):
     if arch in (None, "sm80"):
         configs += [Sm80Config(dtype, d, *SM80_SHIPPED[d]) for dtype in DTYPES for d in SM80_SHIPPED]
     if arch in (None, "sm90"):
-        configs += [Sm90Config(dtype, d, causal, *SM90_SHIPPED[d, causal])
-                    for dtype in DTYPES for d, causal in SM90_SHIPPED]
+        for dtype in DTYPES:
+            configs += [_sm90_config(dtype, d, causal) for d, causal in SM90_SHIPPED]
+            configs += [_sm90_config(dtype, d, causal, long_seqlen_k=True) for d, causal in SM90_LONG_SEQLEN_K]
     return configs
 
 
-def get_config(arch, dtype, head_dim, causal=False):
-    """The shipped configuration for (arch, dtype, head_dim[, causal: SM90 tiles depend on it]);
-    ValueError naming the choices otherwise."""
+def _sm90_config(dtype, head_dim, causal, long_seqlen_k=False):
+    block_m, block_n, stages = SM90_SHIPPED[head_dim, causal]
+    if long_seqlen_k:
+        block_n = SM90_LONG_SEQLEN_K[head_dim, causal]
+    return Sm90Config(dtype, head_dim, causal, block_m, block_n, stages, long_seqlen_k)
+
+
+def get_config(arch, dtype, head_dim, causal=False, seqlen_k=None):
+    """The shipped configuration for (arch, dtype, head_dim[, causal, seqlen_k: SM90 tiles depend on them])
+    that csrc/sm90/launch.h would launch; ValueError naming the choices otherwise."""
     if arch not in ARCHS:
         raise ValueError(f"arch must be one of {ARCHS}, got {arch!r}")
     if dtype not in DTYPES:
@@ -478,4 +498,6 @@ def get_config(arch, dtype, head_dim, causal=False):
         raise ValueError(f"head_dim must be one of {tuple(SM80_SHIPPED)} for {arch}, got {head_dim!r}")
     if arch == "sm80":
         return Sm80Config(dtype, head_dim, *SM80_SHIPPED[head_dim])
-    return Sm90Config(dtype, head_dim, bool(causal), *SM90_SHIPPED[head_dim, bool(causal)])
+    long_seqlen_k = (seqlen_k is not None and seqlen_k >= LONG_SEQLEN_K_MIN
+                     and (head_dim, bool(causal)) in SM90_LONG_SEQLEN_K)
+    return _sm90_config(dtype, head_dim, bool(causal), long_seqlen_k)

@@ -128,9 +128,9 @@ def test_occupancy_arithmetic():
 def test_registers_are_recorded_for_every_shipped_config():
     for cfg in shipped_configs():
         for device in explain.DEVICES[cfg.arch]:
-            for causal in ((False, True) if cfg.arch == "sm80" else (cfg.causal,)):
-                regs = explain.REGISTERS.get((cfg.arch, device.target, cfg.dtype, cfg.head_dim, causal))
-                assert regs is not None and 0 < regs[0] <= 255, (device.target, cfg.header, causal)
+            for variant in (("noncausal", "causal") if cfg.arch == "sm80" else (cfg.variant,)):
+                regs = explain.REGISTERS.get((cfg.arch, device.target, cfg.dtype, cfg.head_dim, variant))
+                assert regs is not None and 0 < regs[0] <= 255, (device.target, cfg.header, variant)
 
 
 def test_cli_rejects_unshipped_head_dim(tmp_path, capsys):
@@ -158,6 +158,18 @@ def test_sm90_pictures_and_numbers(sm90_bf16_128):
     (h100,) = s["occupancy"]
     assert h100["ctas_per_sm"] == 1 and h100["setmaxnreg"] == {"producer": 24, "consumers": 240}
     assert "the consumers 240" in (out / "summary.txt").read_text()
+
+
+def test_sm90_config_follows_the_launchers_choice():
+    # csrc/sm90/launch.h: causal -> the causal tiles; else seqlen_k >= kLongSeqlenKMin -> the long-k tiles
+    assert get_config("sm90", "bf16", 128, seqlen_k=4095).variant == "noncausal"
+    long_k = get_config("sm90", "fp16", 128, seqlen_k=4096)
+    assert (long_k.variant, long_k.block_n, long_k.header) == ("noncausal-longk", 160, "sm90 fp16 hdim128 noncausal-longk")
+    assert not long_k.o_aliases_v  # 128 x 160 still leaves O its own buffer
+    assert get_config("sm90", "bf16", 128, causal=True, seqlen_k=8192).block_n == 128
+    assert get_config("sm90", "bf16", 64, seqlen_k=8192).variant == "noncausal"  # no long-k tile for hdim 64
+    s = explain.summarize(long_k, 1, 16, 4096, 8192, 0)[0]
+    assert s["config"]["variant"] == "noncausal-longk" and s["problem"]["kv_tiles"] == -(-8192 // 160)
 
 
 def test_sm90_thread_index_is_the_consumer_index():

@@ -27,7 +27,7 @@ DTYPES = [torch.float16, torch.bfloat16]
 DTYPE_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
 HEAD_DIMS = [32, 64, 80, 96, 128, 192, 256]
 SMALL_SHAPES = [(1, 1), (1, 239), (113, 203), (128, 128), (2048, 1), (239, 1)]
-LARGE_SHAPES = [(1000, 1000), (1023, 1024), (4097, 4097)]
+LARGE_SHAPES = [(1000, 1000), (1023, 1024), (4097, 4097), (129, 4500)]  # seqlen_k >= 4096: SM90 long-k tiles
 HEADS = {"mha": (4, 4), "gqa": (6, 2), "mqa": (4, 1)}
 LAYOUTS = ["contiguous", "bhsd", "packed"]
 BACKENDS = ["sm80", "sm90"]

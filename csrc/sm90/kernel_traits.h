@@ -47,6 +47,22 @@ struct TileConfig<256, kCausal> {
   static constexpr int kBlockM = 128, kBlockN = 80, kStages = 2, kSoftmaxReduceParts = 4;
 };
 
+// A second, wider tile for long key sequences, where one exists (kBlockN = 0: none); launch.h takes it when
+// seqlen_k >= kLongSeqlenKMin. Fewer K/V blocks per tile means fewer O rescales, pipeline and ping-pong
+// handoffs and wgmma batches per FLOP, which counts once the board's power cap sets the clock. hdim 128
+// non-causal, 128 x 160 (O keeps its own buffer) vs 128 x 128 on the H200, each shape run ~0.6 s so the
+// clock settles at 1.4-1.6 GHz, two runs, bf16 and fp16: +1% at seqlen 4k, +2% at 8k, +4-5% at 16k, equal
+// at 2k, 8-13% slower at 512-1k where the last block of 160 is mostly empty (benchmarks/notes.md).
+template <int kHeadDim, bool kCausal>
+struct LongSeqlenKTile {
+  static constexpr int kBlockN = 0;
+};
+template <>
+struct LongSeqlenKTile<128, false> {
+  static constexpr int kBlockN = 160;
+};
+constexpr int kLongSeqlenKMin = 4096;
+
 // The widest GMMA swizzle atom (128, 64 or 32 bytes of contiguous head dim) that tiles kHeadDim.
 template <typename Element, int kHeadDim>
 constexpr auto k_major_smem_atom() {
@@ -61,13 +77,17 @@ constexpr auto k_major_smem_atom() {
   }
 }
 
-template <typename Element_, int kHeadDim_, bool kCausal_>
+// kLongSeqlenK: the LongSeqlenKTile variant (kBlockN from it, the rest from TileConfig).
+template <typename Element_, int kHeadDim_, bool kCausal_, bool kLongSeqlenK_ = false>
 struct KernelTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kCausal = kCausal_;
+  static constexpr bool kLongSeqlenK = kLongSeqlenK_;
+  static_assert(!kLongSeqlenK || LongSeqlenKTile<kHeadDim, kCausal>::kBlockN > 0);
   static constexpr int kBlockM = TileConfig<kHeadDim, kCausal>::kBlockM;
-  static constexpr int kBlockN = TileConfig<kHeadDim, kCausal>::kBlockN;
+  static constexpr int kBlockN =
+      kLongSeqlenK ? LongSeqlenKTile<kHeadDim, kCausal>::kBlockN : TileConfig<kHeadDim, kCausal>::kBlockN;
   static constexpr int kStages = TileConfig<kHeadDim, kCausal>::kStages;
   static constexpr int kSoftmaxReduceParts = TileConfig<kHeadDim, kCausal>::kSoftmaxReduceParts;
   static_assert(kBlockM % 64 == 0 && kBlockN % 16 == 0 && kHeadDim % 16 == 0);

@@ -1,6 +1,7 @@
 // Host side of the SM90 forward: checks what TMA requires (requirements.h), encodes the tensor maps (passed
 // to the kernel as __grid_constant__ parameters, nothing allocated), sizes the persistent grid and launches
-// on the caller's stream.
+// on the caller's stream. The kernel variant follows the causal flag and, where a head dim has a long-sequence
+// tile (kernel_traits.h LongSeqlenKTile), seqlen_k.
 #pragma once
 
 #include <cstdint>
@@ -65,9 +66,15 @@ void run_fwd(FwdParams const& params, cudaStream_t stream) {
   FwdParams const tma_params = with_tma_strides(params);
   if (params.causal) {
     launch<KernelTraits<Element, kHeadDim, true>>(tma_params, stream);
-  } else {
-    launch<KernelTraits<Element, kHeadDim, false>>(tma_params, stream);
+    return;
   }
+  if constexpr (LongSeqlenKTile<kHeadDim, false>::kBlockN > 0) {
+    if (params.seqlen_k >= kLongSeqlenKMin) {
+      launch<KernelTraits<Element, kHeadDim, false, true>>(tma_params, stream);
+      return;
+    }
+  }
+  launch<KernelTraits<Element, kHeadDim, false>>(tma_params, stream);
 }
 
 }  // namespace flashcute::sm90

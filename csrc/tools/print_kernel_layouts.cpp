@@ -127,11 +127,14 @@ void mma_fields(char const* name, TiledMma const& tiled_mma) {
 template <class Traits>
 void print_sm90() {
   using Element = typename Traits::Element;
-  printf("== sm90 %s hdim%d %s\n", dtype_name<Element>(), Traits::kHeadDim, Traits::kCausal ? "causal" : "noncausal");
+  printf("== sm90 %s hdim%d %s%s\n", dtype_name<Element>(), Traits::kHeadDim, Traits::kCausal ? "causal" : "noncausal",
+         Traits::kLongSeqlenK ? "-longk" : "");
   field("kBlockM", Traits::kBlockM);
   field("kBlockN", Traits::kBlockN);
   field("kHeadDim", Traits::kHeadDim);
   field("kStages", Traits::kStages);
+  field("kLongSeqlenK", int(Traits::kLongSeqlenK));
+  field("kLongSeqlenKMin", flashcute::sm90::kLongSeqlenKMin);
   field("kNumMmaWarpGroups", Traits::kNumMmaWarpGroups);
   field("kNumMmaThreads", Traits::kNumMmaThreads);
   field("kNumThreads", Traits::kNumThreads);
@@ -161,18 +164,21 @@ void print_sm90() {
 }
 
 template <class Element, int kHeadDim>
-void print_sm90_both() {
+void print_sm90_variants() {
   print_sm90<flashcute::sm90::KernelTraits<Element, kHeadDim, false>>();
   print_sm90<flashcute::sm90::KernelTraits<Element, kHeadDim, true>>();
+  if constexpr (flashcute::sm90::LongSeqlenKTile<kHeadDim, false>::kBlockN > 0) {
+    print_sm90<flashcute::sm90::KernelTraits<Element, kHeadDim, false, true>>();
+  }
 }
 
 template <class Element>
 void print_sm90_all() {
-  print_sm90_both<Element, 64>();
-  print_sm90_both<Element, 96>();
-  print_sm90_both<Element, 128>();
-  print_sm90_both<Element, 192>();
-  print_sm90_both<Element, 256>();
+  print_sm90_variants<Element, 64>();
+  print_sm90_variants<Element, 96>();
+  print_sm90_variants<Element, 128>();
+  print_sm90_variants<Element, 192>();
+  print_sm90_variants<Element, 256>();
 }
 
 }  // namespace
