@@ -39,7 +39,8 @@ from .layout import (
 #   nvcc <flashcute._build.NVCC_FLAGS> -Icsrc -I<CUTLASS include> -gencode=arch=compute_80,code=sm_80
 #        -Xptxas -v -cubin csrc/instantiations/fwd_<arch>_<dtype>_hdim<d>.cu
 # and the same with -gencode=arch=compute_90a,code=sm_90a (the SM80 kernel as built for an H100/H200,
-# and the SM90 kernel); CUDA 13.0, CUTLASS 4.2.0, csrc/sm80 at 90ee1e8, csrc/sm90 at c349c1a.
+# and the SM90 kernel); CUDA 13.0, CUTLASS 4.2.0, csrc/sm80 at 90ee1e8, csrc/sm90 at c349c1a (noncausal-longk
+# at 484dcc5).
 # (kernel, target, dtype, head dim, variant) -> (registers, spill store bytes, spill load bytes); variant:
 # noncausal or causal, and for SM90 also noncausal-longk (the long-seqlen_k tile, kernel_configs).
 # Recompile and update when csrc/sm80 or csrc/sm90 change: the registers decide occupancy.
