@@ -10,8 +10,11 @@
 namespace flashcute {
 
 // kNRows: rows of the accumulator this thread holds; kReduceParts: partial results per row in the max and
-// sum reductions (row_reduce).
-template <int kNRows, int kReduceParts>
+// sum reductions (row_reduce). kExactUnitCorrection: a row whose max did not grow gets a correction of
+// exactly 1, so a caller may skip multiplying by it (the SM90 mainloop's kSkipUnchangedRescale); otherwise
+// one FFMA, row_max * scale - max_scaled, which can leave the product's rounding residue (and which the
+// register-bound SM80 kernels keep: the subtract-then-scale form costs them 80-100 bytes of spills).
+template <int kNRows, int kReduceParts, bool kExactUnitCorrection = false>
 struct OnlineSoftmax {
   Tensor<ArrayEngine<float, kNRows>, Layout<Shape<Int<kNRows>>>> row_max;
   Tensor<ArrayEngine<float, kNRows>, Layout<Shape<Int<kNRows>>>> row_sum;  // per thread until finalize()
@@ -29,7 +32,12 @@ struct OnlineSoftmax {
       // A fully masked row keeps max = -inf; subtract 0 instead so exp2 gives 0, not NaN.
       float const max_scaled = (kCheckInf && block_max == -INFINITY) ? 0.f : block_max * scale_log2;
       if constexpr (!kFirst) {
-        float const correction = exp2f(row_max(mi) * scale_log2 - max_scaled);
+        float correction;
+        if constexpr (kExactUnitCorrection) {  // a row with no key yet has -inf on both sides and O = 0
+          correction = (kCheckInf && block_max == -INFINITY) ? 1.f : exp2f((row_max(mi) - block_max) * scale_log2);
+        } else {
+          correction = exp2f(row_max(mi) * scale_log2 - max_scaled);
+        }
         row_sum(mi) *= correction;
         CUTE_UNROLL
         for (int dj = 0; dj < size<1>(acc_o); ++dj) { acc_o(mi, dj) *= correction; }

@@ -118,7 +118,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       Tensor tOrO = partition_fragment_C(tiled_mma_o, select<0, 2>(TileShape_MNK{}));  // (MMA, MMA_M, MMA_D)
       clear(tOrO);
       // 2 rows per thread per 64-row atom.
-      OnlineSoftmax<2 * decltype(size<1>(tOrO))::value, Traits::kSoftmaxReduceParts> softmax;
+      OnlineSoftmax<2 * decltype(size<1>(tOrO))::value, Traits::kSoftmaxReduceParts, Traits::kSkipUnchangedRescale>
+          softmax;
       Mainloop<Traits>::mma(shared, pipeline_q, pipeline_k, pipeline_v, q_state, k_state, v_state, tOrO, softmax,
                             params.fwd, tile.m_block, range, thread_idx, wg);
       Tensor acc_o = make_rowcol(tOrO);

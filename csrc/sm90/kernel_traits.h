@@ -23,28 +23,37 @@ using namespace cute;
 // kSoftmaxReduceParts: partial results per row in the softmax's max and sum (common/utils.h row_reduce):
 // 4 measured 2-8% faster than one serial chain for hdim 128 and non-causal hdim 64, 3-6% slower for causal
 // hdim 64 (H200, benchmarks/notes.md); the head dims not measured take 4.
+// kSkipUnchangedRescale: a warp whose 16 rows all kept their running max (corrections exactly 1) skips the
+// O rescale (mainloop.h). hdim 64, where the softmax's instructions bound the kernel: +1-3% from seqlen 2k
+// (causal +2-3%), equal below; hdim 128: equal with 128 x 128 tiles, 2% slower with 128 x 160 (H200,
+// harness held ~0.6 s per shape, two runs; benchmarks/notes.md); the head dims not measured leave it off.
 template <int kHeadDim, bool kCausal>
 struct TileConfig;
 template <bool kCausal>
 struct TileConfig<64, kCausal> {
   static constexpr int kBlockM = kCausal ? 128 : 192, kBlockN = 128, kStages = 2;
   static constexpr int kSoftmaxReduceParts = kCausal ? 1 : 4;
+  static constexpr bool kSkipUnchangedRescale = true;
 };
 template <bool kCausal>
 struct TileConfig<96, kCausal> {
   static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2, kSoftmaxReduceParts = 4;
+  static constexpr bool kSkipUnchangedRescale = false;
 };
 template <bool kCausal>
 struct TileConfig<128, kCausal> {
   static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2, kSoftmaxReduceParts = 4;
+  static constexpr bool kSkipUnchangedRescale = false;
 };
 template <bool kCausal>
 struct TileConfig<192, kCausal> {
   static constexpr int kBlockM = 128, kBlockN = 112, kStages = 2, kSoftmaxReduceParts = 4;
+  static constexpr bool kSkipUnchangedRescale = false;
 };
 template <bool kCausal>
 struct TileConfig<256, kCausal> {
   static constexpr int kBlockM = 128, kBlockN = 80, kStages = 2, kSoftmaxReduceParts = 4;
+  static constexpr bool kSkipUnchangedRescale = false;
 };
 
 // A second, wider tile for long key sequences, where one exists (kBlockN = 0: none); launch.h takes it when
@@ -90,6 +99,7 @@ struct KernelTraits {
       kLongSeqlenK ? LongSeqlenKTile<kHeadDim, kCausal>::kBlockN : TileConfig<kHeadDim, kCausal>::kBlockN;
   static constexpr int kStages = TileConfig<kHeadDim, kCausal>::kStages;
   static constexpr int kSoftmaxReduceParts = TileConfig<kHeadDim, kCausal>::kSoftmaxReduceParts;
+  static constexpr bool kSkipUnchangedRescale = TileConfig<kHeadDim, kCausal>::kSkipUnchangedRescale;
   static_assert(kBlockM % 64 == 0 && kBlockN % 16 == 0 && kHeadDim % 16 == 0);
 
   // Warp specialization: warpgroup 0 produces (TMA), warpgroups 1.. consume (wgmma + softmax).

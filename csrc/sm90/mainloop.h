@@ -206,7 +206,13 @@ struct Mainloop {
     // The rescale of O must wait until the in-flight P.V is done: OnlineSoftmax rescales this (rows, 1)
     // tensor of ones instead, leaving the correction of each row to apply to O later.
     Tensor correction = make_tensor<float>(Shape<Int<decltype(size<0>(scores))::value>, _1>{});
+    // Where no row of a warp saw its max grow, every correction is exactly 1 (OnlineSoftmax's
+    // kExactUnitCorrection) and the warp may skip the multiplies (Traits::kSkipUnchangedRescale).
+    bool max_grew = true;
     auto rescale_o = [&]() CUTLASS_LAMBDA_FUNC_INLINE {
+      if constexpr (Traits::kSkipUnchangedRescale) {
+        if (!__any_sync(0xffffffff, max_grew)) { return; }
+      }
       CUTLASS_PRAGMA_UNROLL
       for (int mi = 0; mi < size<0>(acc_o); ++mi) {
         CUTLASS_PRAGMA_UNROLL
@@ -221,7 +227,16 @@ struct Mainloop {
                             fwd.causal_offset);
       }
       fill(correction, 1.f);
-      softmax.template rescale<kFirst, kMasked>(scores, correction, fwd.softmax_scale_log2);
+      if constexpr (Traits::kSkipUnchangedRescale && !kFirst) {
+        auto const max_before = softmax.row_max;
+        softmax.template rescale<kFirst, kMasked>(scores, correction, fwd.softmax_scale_log2);
+        max_grew = false;
+        CUTLASS_PRAGMA_UNROLL
+        for (int mi = 0; mi < size(max_before); ++mi) { max_grew |= softmax.row_max(mi) != max_before(mi); }
+      } else {
+        softmax.template rescale<kFirst, kMasked>(scores, correction, fwd.softmax_scale_log2);
+        max_grew = !kFirst;  // the first block leaves the corrections at the 1s just filled
+      }
     };
     auto issue_s = [&]() CUTLASS_LAMBDA_FUNC_INLINE {
       gemm</*kZeroInit=*/true>(tiled_mma_s, tSrQ, tSrK(_, _, _, k_state.index()), tSrS);
