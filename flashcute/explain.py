@@ -695,7 +695,8 @@ def summarize(cfg, batch, heads, seqlen_q, seqlen_k, thread=0):
     if cfg.arch == "sm80":
         config.update({"n_warps": cfg.n_warps, "threads": cfg.n_threads, "kv_stages": cfg.kv_stages})
     else:
-        config.update({"causal": cfg.causal, "variant": cfg.variant, "threads": cfg.n_threads, "mma_warpgroups": cfg.n_mma_warpgroups,
+        config.update({"causal": cfg.causal, "variant": cfg.variant, "threads": cfg.n_threads,
+                       "mma_warpgroups": cfg.n_mma_warpgroups,
                        "kv_stages": cfg.stages, "mma_atoms": [cfg.tiled_mma_s.atom.name, cfg.tiled_mma_o.atom.name]})
     return {
         "config": config,

@@ -14,8 +14,8 @@
 //   /tmp/sm90_harness --quick    # only the cases with seqlen_q * seqlen_k <= 1024^2 (for compute-sanitizer)
 //   /tmp/sm90_harness --bench    # then TFLOP/s on the FlashAttention-paper shapes (no asserts)
 //   /tmp/sm90_harness --bench-only  # TFLOP/s alone (for profilers: bench launches only)
-//   /tmp/sm90_harness --bench-sustained  # TFLOP/s after ~0.5 s of back-to-back launches per shape: the
-//                                        # clock the power cap settles at, as in bench_fwd.py, not a burst's
+//   /tmp/sm90_harness --bench-sustained  # TFLOP/s over ~0.3 s after ~0.3 s of back-to-back launches per
+//                                        # shape: at the clock the power cap settles at, not a burst's
 #include <cuda_runtime.h>
 
 #include <algorithm>
