@@ -16,7 +16,8 @@ using namespace cute;
 // registers) and by shared memory (Q + kStages of K and V, and O's own buffer where it fits; see
 // kOAliasesV). Non-causal hdim 128 takes 128 x 128 like causal: 128 x 176 needs O over the V stages, and
 // each tile then waits for its first V until the previous tile's O is stored (H200, bf16, two runs: 128 x 128
-// is 5-9% faster at seqlen 512-1k, 3% at 2k, within 1.5% either way from 4k; benchmarks/notes.md).
+// is 5-9% faster at seqlen 512-1k, 3% at 2k, within 1.5% either way from 4k; benchmarks/notes.md). Long key
+// sequences take the wider LongSeqlenKTile below.
 // Causal hdim 64 takes 128-row Q blocks: with 192 rows the paired causal work units (tile_scheduler.h) are
 // uneven whenever a head has an odd number of Q blocks, and short sequences waste a third of the last block
 // (measured on the H200: 196 vs 141 TFLOP/s at seqlen 512, equal at 16k).
