@@ -16,6 +16,8 @@
 //   /tmp/sm90_harness --bench-only  # TFLOP/s alone (for profilers: bench launches only)
 //   /tmp/sm90_harness --bench-sustained  # TFLOP/s over ~0.3 s after ~0.3 s of back-to-back launches per
 //                                        # shape: at the clock the power cap settles at, not a burst's
+// The bench modes also print the SM clock the shape ran at and the work per clock (TFLOP/s per GHz): under the
+// power cap the clock moves with the shape and the board, the work per clock with the kernel.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -24,6 +26,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <random>
 #include <string>
 #include <utility>
@@ -384,7 +387,21 @@ float time_launches(FwdLauncher const& launcher, FwdParams const& p, int iters) 
   return ms / iters;
 }
 
-// sustained: a burst of 20 launches runs at the boost clock; the paper shapes in bench_fwd.py run long
+// The SM clock: one thread spins ~100 us reading the global timer (ns) and its SM's cycle counter.
+__global__ void clock_probe(float* mhz) {
+  auto now_ns = [] {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+  };
+  uint64_t const t0 = now_ns();
+  long long const c0 = clock64();
+  uint64_t t = t0;
+  while ((t = now_ns()) - t0 < 100000) {}
+  *mhz = float(double(clock64() - c0) / double(t - t0) * 1e3);
+}
+
+// sustained: a burst of 21 launches runs at the boost clock; the paper shapes in bench_fwd.py run long
 // enough for the board's power cap to lower it, so the sustained mode warms for ~0.3 s, then times ~0.3 s.
 template <typename Element>
 void bench(DType dtype, int hdim, FwdLauncher launcher, bool sustained) {
@@ -399,6 +416,9 @@ void bench(DType dtype, int hdim, FwdLauncher launcher, bool sustained) {
   float* lse;
   CHECK_CUDA(cudaMalloc(&o, n * sizeof(Element)));
   CHECK_CUDA(cudaMalloc(&lse, size_t(16384) * heads * sizeof(float)));
+  constexpr int kSustainedParts = 6;
+  float* probe_mhz;
+  CHECK_CUDA(cudaMalloc(&probe_mhz, kSustainedParts * sizeof(float)));
   for (bool causal : {false, true}) {
     for (int seqlen : {512, 1024, 2048, 4096, 8192, 16384}) {
       int const batch = 16384 / seqlen;
@@ -415,20 +435,29 @@ void bench(DType dtype, int hdim, FwdLauncher launcher, bool sustained) {
       p.causal_offset = 0;
       CHECK_CUDA(cudaDeviceGetAttribute(&p.num_sms, cudaDevAttrMultiProcessorCount, 0));
       float ms = time_launches(launcher, p, 3);
-      if (sustained) {
-        int const iters_per_100ms = std::max(1, int(100.f / ms));
-        time_launches(launcher, p, 3 * iters_per_100ms);
-        ms = time_launches(launcher, p, 3 * iters_per_100ms);
-      } else {
-        ms = time_launches(launcher, p, 20);
+      // The timed launches in parts, each followed by a clock probe (100 us after ~50 ms when sustained).
+      int const parts = sustained ? kSustainedParts : 3;
+      int const iters = sustained ? std::max(1, int(50.f / ms)) : 7;
+      if (sustained) { time_launches(launcher, p, parts * iters); }
+      ms = 0;
+      for (int part = 0; part < parts; ++part) {
+        ms += time_launches(launcher, p, iters) / parts;
+        clock_probe<<<1, 1>>>(probe_mhz + part);
       }
+      float mhz[kSustainedParts];
+      CHECK_CUDA(cudaMemcpy(mhz, probe_mhz, parts * sizeof(float), cudaMemcpyDeviceToHost));
+      float const clock_ghz = std::accumulate(mhz, mhz + parts, 0.f) / parts / 1000;
       double const flops = 4.0 * batch * heads * double(seqlen) * seqlen * hdim / (causal ? 2 : 1);
-      std::printf("bench %s hdim%-3d %-6s seqlen %5d batch %2d heads %2d: %7.3f ms  %6.1f TFLOP/s\n",
+      double const tflops = flops / (ms * 1e-3) / 1e12;
+      std::printf("bench %s hdim%-3d %-6s seqlen %5d batch %2d heads %2d: %7.3f ms  %6.1f TFLOP/s  %5.0f MHz  "
+                  "%5.1f TFLOP/s per GHz\n",
                   dtype == DType::kBFloat16 ? "bf16" : "fp16", hdim, causal ? "causal" : "full", seqlen, batch,
-                  heads, ms, flops / (ms * 1e-3) / 1e12);
+                  heads, ms, tflops, clock_ghz * 1000, tflops / clock_ghz);
     }
   }
-  for (void* ptr : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)lse}) { CHECK_CUDA(cudaFree(ptr)); }
+  for (void* ptr : {(void*)q, (void*)k, (void*)v, (void*)o, (void*)lse, (void*)probe_mhz}) {
+    CHECK_CUDA(cudaFree(ptr));
+  }
 }
 
 }  // namespace
