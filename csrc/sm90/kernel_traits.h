@@ -108,11 +108,13 @@ struct KernelTraits {
   static_assert(kNumMmaWarpGroups == 2 || kNumMmaWarpGroups == 3);
   static constexpr int kNumMmaThreads = kNumMmaWarpGroups * cutlass::NumThreadsPerWarpGroup;
   static constexpr int kNumThreads = kNumMmaThreads + cutlass::NumThreadsPerWarpGroup;
-  // setmaxnreg: the 64K registers of the SM move from the producer (which needs few) to the consumers.
-  // 128 * kProducerRegs + kNumMmaThreads * kConsumerRegs <= 65536.
+  // setmaxnreg: registers move from the producer (which needs few) to the consumers, but only within what the
+  // CTA was launched with (65536 / kNumThreads per thread, in steps of 8, for one CTA per SM): asking for more
+  // leaves the consumers' setmaxnreg.inc waiting forever (seen with 48 + 2 x 232 at 384 threads).
   static constexpr int kProducerRegs = kNumMmaWarpGroups == 2 ? 24 : 32;
   static constexpr int kConsumerRegs = kNumMmaWarpGroups == 2 ? 240 : 160;
-  static_assert(128 * kProducerRegs + kNumMmaThreads * kConsumerRegs <= 65536);
+  static constexpr int kLaunchRegs = 65536 / kNumThreads / 8 * 8;
+  static_assert(128 * kProducerRegs + kNumMmaThreads * kConsumerRegs <= kNumThreads * kLaunchRegs);
 
   using TileShape_MNK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;
 
