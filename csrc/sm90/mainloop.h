@@ -11,7 +11,9 @@
 //   for n = n_max-2 .. 0:  [S = Q.K(n)^T ; O *= correction ; O += P.V(n+1)] ; wait S ; softmax(S) -> correction
 //                          ; wait P.V ; P = S
 //   O *= correction ; O += P.V(0)
-// The bracketed issues take turns with the other consumer warpgroups (WarpGroupPingPong).
+// The bracketed issues take turns with the other consumer warpgroups (WarpGroupPingPong). Where the traits set
+// kRescaleOutsideTurn, O *= correction leaves the bracket and follows "wait P.V" instead (the last one then
+// needs none after the loop).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -270,7 +272,7 @@ struct Mainloop {
       pipeline_k.consumer_wait(k_state);
       PingPong::wait_turn(wg);
       issue_s();
-      rescale_o();
+      if constexpr (!Traits::kRescaleOutsideTurn) { rescale_o(); }
       pipeline_v.consumer_wait(v_state);
       issue_pv();
       PingPong::pass_turn(wg);
@@ -283,12 +285,13 @@ struct Mainloop {
       warpgroup_fence_operand(tOrP);
       pipeline_v.consumer_release(v_state);
       ++v_state;
+      if constexpr (Traits::kRescaleOutsideTurn) { rescale_o(); }  // for the next P.V
       convert_into(tSrS, tOrP);
     };
     for (--n_block; n_block >= range.n_block_unmasked; --n_block) { step(cute::true_type{}); }
     for (; n_block >= 0; --n_block) { step(cute::false_type{}); }
 
-    rescale_o();
+    if constexpr (!Traits::kRescaleOutsideTurn) { rescale_o(); }
     pipeline_v.consumer_wait(v_state);
     PingPong::wait_turn(wg);
     issue_pv();
