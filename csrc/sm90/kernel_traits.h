@@ -29,23 +29,24 @@ using namespace cute;
 // (causal +2-3%), equal below; hdim 128: equal with 128 x 128 tiles, 2% slower with 128 x 160 (H200,
 // harness held ~0.6 s per shape, two runs; benchmarks/notes.md); the head dims not measured leave it off.
 // kRescaleOutsideTurn: O *= correction right after the wait for the P.V (mainloop.h), so the other warpgroups
-// get the tensor cores sooner, instead of between this warpgroup's S and P.V issues. Work per clock rises
-// 1-5%, but where the power cap sets the clock it gives most of that back (H200, bf16 and fp16, sustained
-// harness, two sessions): on for hdim 128's 128 x 128 tiles and hdim 256 causal, about +1% in TFLOP/s (per
-// shape -2 to +3%, the run-to-run spread); off where it lost: hdim 128's long-seqlen_k tile -1 to -2%,
-// hdim 256 non-causal -1 to 0%, hdim 64 causal -1 to -5%; hdim 96 and 192 not measured.
+// get the tensor cores sooner, instead of between this warpgroup's S and P.V issues. Work per clock rises up
+// to 5%, but where the power cap sets the clock it gives most of that back (H200, bf16 and fp16, sustained
+// harness, mean over seqlen 512-16k, per shape within the run-to-run spread of 1-3%): on for hdim 96 (+2%),
+// hdim 128's 128 x 128 tiles and hdim 256 causal (+1%), hdim 64 and 192 non-causal (+0.7%); off where it
+// lost: hdim 128's long-seqlen_k tile (-1 to -2%), hdim 256 non-causal (-1 to 0%), hdim 64 causal (-1 to
+// -5%), hdim 192 causal (-0.3%).
 template <int kHeadDim, bool kCausal>
 struct TileConfig;
 template <bool kCausal>
 struct TileConfig<64, kCausal> {
   static constexpr int kBlockM = kCausal ? 128 : 192, kBlockN = 128, kStages = 2;
   static constexpr int kSoftmaxReduceParts = kCausal ? 1 : 4;
-  static constexpr bool kSkipUnchangedRescale = true, kRescaleOutsideTurn = false;
+  static constexpr bool kSkipUnchangedRescale = true, kRescaleOutsideTurn = !kCausal;
 };
 template <bool kCausal>
 struct TileConfig<96, kCausal> {
   static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2, kSoftmaxReduceParts = 4;
-  static constexpr bool kSkipUnchangedRescale = false, kRescaleOutsideTurn = false;
+  static constexpr bool kSkipUnchangedRescale = false, kRescaleOutsideTurn = true;
 };
 template <bool kCausal>
 struct TileConfig<128, kCausal> {
@@ -55,7 +56,7 @@ struct TileConfig<128, kCausal> {
 template <bool kCausal>
 struct TileConfig<192, kCausal> {
   static constexpr int kBlockM = 128, kBlockN = 112, kStages = 2, kSoftmaxReduceParts = 4;
-  static constexpr bool kSkipUnchangedRescale = false, kRescaleOutsideTurn = false;
+  static constexpr bool kSkipUnchangedRescale = false, kRescaleOutsideTurn = !kCausal;
 };
 template <bool kCausal>
 struct TileConfig<256, kCausal> {
