@@ -94,7 +94,8 @@ constexpr auto k_major_smem_atom() {
   }
 }
 
-// kLongSeqlenK: the LongSeqlenKTile variant (kBlockN from it, the rest from TileConfig).
+// kLongSeqlenK: the LongSeqlenKTile variant (kBlockN from it, the rest from TileConfig but for
+// kRescaleOutsideTurn, which it leaves off: measured 1-2% slower there).
 template <typename Element_, int kHeadDim_, bool kCausal_, bool kLongSeqlenK_ = false>
 struct KernelTraits {
   using Element = Element_;
