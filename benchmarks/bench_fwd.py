@@ -19,6 +19,7 @@ Results (JSON and markdown, named by date and device) go to benchmarks/results/ 
 import argparse
 import datetime
 import json
+import math
 import os
 import platform
 import re
@@ -37,6 +38,7 @@ sys.path.insert(0, str(REPO))
 import flashcute  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPE_NAMES = {str(dtype).removeprefix("torch."): name for name, dtype in DTYPES.items()}
 PEERS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION}
 TOKENS, HIDDEN = 16384, 2048
 
@@ -120,13 +122,13 @@ def matmul_tflops(dtype, n=8192):
     return 2 * n**3 / (ms * 1e-3) / 1e12
 
 
-def bench_shape(dtype, head_dim, causal, batch, seqlen, heads_q, heads_kv, backends, peers):
+def bench_shape(dtype, head_dim, causal, batch, seqlen, heads_q, heads_kv, paper, backends, peers):
     flops = 4 * batch * heads_q * seqlen * seqlen * head_dim / (2 if causal else 1)
     q = torch.randn(batch, seqlen, heads_q, head_dim, device="cuda", dtype=dtype)
     k = torch.randn(batch, seqlen, heads_kv, head_dim, device="cuda", dtype=dtype)
     v = torch.randn_like(k)
     row = {"dtype": str(dtype).removeprefix("torch."), "d": head_dim, "causal": causal, "b": batch, "s": seqlen,
-           "hq": heads_q, "hkv": heads_kv, "tflops": {}, "peak_mib": {}, "notes": {}}
+           "hq": heads_q, "hkv": heads_kv, "paper": paper, "tflops": {}, "peak_mib": {}, "notes": {}}
 
     def record(name, fn):
         try:
@@ -162,20 +164,43 @@ def ratio(row, a, b):
     return x / y if x and y else None
 
 
+def of_matmul(row, name, matmul):
+    """A row's rate as a fraction of the matmul rate of its dtype, measured in the same run."""
+    x, rate = row["tflops"].get(name), matmul.get(DTYPE_NAMES[row["dtype"]])
+    return x / rate if x and rate else None
+
+
+def geomean_lines(rows, backends, peers):
+    """Per flashcute backend and peer: the geometric-mean ratio over the paper shapes, its range, and the
+    shapes below 0.9 and at or above 1.0."""
+    lines = []
+    for backend in backends:
+        for peer in peers:
+            values = [r for r in (ratio(row, f"flashcute_{backend}", peer) for row in rows if row["paper"]) if r]
+            if values:
+                geomean = math.exp(sum(map(math.log, values)) / len(values))
+                lines.append(f"{backend}/{peer} over {len(values)} paper shapes: geomean {geomean:.3f} "
+                             f"(min {min(values):.3f}, max {max(values):.3f}), below 0.9: "
+                             f"{sum(v < 0.9 for v in values)}, at or above 1.0: {sum(v >= 1.0 for v in values)}")
+    return lines
+
+
 def fmt(x, digits=1):
     return "-" if x is None else f"{x:.{digits}f}"
 
 
-def table(rows, backends, peers):
+def table(rows, backends, peers, matmul):
     impls = [f"flashcute_{b}" for b in backends] + peers
     ratios = [(f"flashcute_{b}", p) for b in backends for p in ("flash", "cudnn") if p in peers]
     header = ["dtype", "d", "causal", "b", "s", "hq/hkv"] + [i.removeprefix("flashcute_") for i in impls]
-    header += [f"{a.removeprefix('flashcute_')}/{p}" for a, p in ratios] + [f"peak MiB {i.removeprefix('flashcute_')}" for i in impls]
+    header += [f"{a.removeprefix('flashcute_')}/{p}" for a, p in ratios] + [f"{b}/matmul" for b in backends]
+    header += [f"peak MiB {i.removeprefix('flashcute_')}" for i in impls]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         cells = [row["dtype"], str(row["d"]), "yes" if row["causal"] else "no", str(row["b"]), str(row["s"]), f"{row['hq']}/{row['hkv']}"]
         cells += [fmt(row["tflops"].get(i)) for i in impls]
         cells += [fmt(ratio(row, a, p), 2) for a, p in ratios]
+        cells += [fmt(of_matmul(row, f"flashcute_{b}", matmul), 2) for b in backends]
         cells += [fmt(row["peak_mib"].get(i), 0) for i in impls]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -210,19 +235,19 @@ def main():
     peers = csv(args.peers)
     causals = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
 
-    shapes = []  # (dtype, head_dim, causal, batch, seqlen, heads_q, heads_kv)
+    shapes = []  # (dtype, head_dim, causal, batch, seqlen, heads_q, heads_kv, on the paper grid)
     for dtype_name in csv(args.dtypes):
         for head_dim in csv(args.head_dims, int):
             for causal in causals:
                 for seqlen in csv(args.seqlens, int):
-                    shapes.append((DTYPES[dtype_name], head_dim, causal, TOKENS // seqlen, seqlen, HIDDEN // head_dim, HIDDEN // head_dim))
+                    shapes.append((DTYPES[dtype_name], head_dim, causal, TOKENS // seqlen, seqlen, HIDDEN // head_dim, HIDDEN // head_dim, True))
         if args.extras:
             for head_dim in (96, 192):
                 for causal in causals:
                     heads = round(HIDDEN / head_dim)
-                    shapes.append((DTYPES[dtype_name], head_dim, causal, round(TOKENS / 8448), 8448, heads, heads))
+                    shapes.append((DTYPES[dtype_name], head_dim, causal, round(TOKENS / 8448), 8448, heads, heads, False))
             for causal in causals:
-                shapes.append((DTYPES[dtype_name], 128, causal, 1, 16384, 64, 8))
+                shapes.append((DTYPES[dtype_name], 128, causal, 1, 16384, 64, 8, False))
 
     device = torch.cuda.get_device_name()
     print(f"{device}, torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, "
@@ -243,9 +268,12 @@ def main():
             if diff > 0.05:
                 print(f"  WARNING: flashcute {name} differs from torch's flash by {diff:.3f}")
 
-    markdown = table(rows, backends, peers)
+    markdown = table(rows, backends, peers, matmul)
+    ratio_lines = geomean_lines(rows, backends, peers)
     print()
     print(markdown)
+    print()
+    print("\n".join(ratio_lines))
     stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H%M")
     name = f"fwd_{stamp}_{re.sub(r'[^A-Za-z0-9]+', '-', device).strip('-')}"
     out = Path(args.out)
@@ -261,8 +289,10 @@ def main():
         f"# flashcute forward, {device}, {stamp}\n\n"
         f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, "
         f"flashcute {flashcute.__version__} ({git_commit()}). TFLOP/s (do_bench median); ratios flashcute/peer; "
-        f"extra peak memory of one call in MiB.\n\nExtension: {json.dumps(times)}\n\n"
-        f"Matmul (torch.mm 8192^3, timed like the shapes), TFLOP/s: {matmul_text}\n\n{markdown}\n"
+        f"<backend>/matmul: fraction of the same dtype's matmul rate; extra peak memory of one call in MiB.\n\n"
+        f"Extension: {json.dumps(times)}\n\n"
+        f"Matmul (torch.mm 8192^3, timed like the shapes), TFLOP/s: {matmul_text}\n\n{markdown}\n\n"
+        + "".join(f"- {line}\n" for line in ratio_lines)
     )
     print(f"\nwrote {out / name}.json and .md")
 
