@@ -6,7 +6,9 @@ seqlen 512 ... 16k, causal and not. FLOPs = 4 * batch * heads * seqlen_q * seqle
 causal. Times are triton.testing.do_bench medians. Also reported: the extension's JIT build time (cold) and
 its cached load time, each implementation's extra peak memory per call, and the matmul rate of each dtype
 timed the same way (torch.mm, 8192^3): long runs settle at the clock the board's power cap allows, well
-below a short burst's, and that is the rate the attention kernels compete with.
+below a short burst's, and that is the rate the attention kernels compete with: each flashcute figure is also
+given as a fraction of it. The run ends with each flashcute backend's geometric-mean ratio to each peer over
+the paper shapes.
 
     python benchmarks/bench_fwd.py                         # the full paper grid, bf16 and fp16
     python benchmarks/bench_fwd.py --dtypes bf16 --head-dims 128 --seqlens 1024,4096   # a quick look
