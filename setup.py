@@ -57,6 +57,7 @@ def _extension_setup_args():
         sources=[str(p.relative_to(ROOT)) for p in sources],
         include_dirs=[str(p) for p in _build.include_dirs()],
         extra_compile_args={"cxx": _build.CXX_FLAGS, "nvcc": _build.nvcc_flags(config)},
+        extra_link_args=_build.LINK_FLAGS,
     )
     record = {
         **config.as_dict(),

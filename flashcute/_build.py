@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-from flashcute import __version__
+from flashcute import __version__, kernel_table
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PACKAGE_DIR.parent
@@ -31,8 +31,8 @@ JIT_MODULE_NAME = "flashcute_C"
 AOT_MODULE_NAME = "flashcute._C"
 AOT_INFO_SUFFIX = ".build.json"  # written by setup.py beside the AOT library: what it was built for
 
-ALL_DTYPES = ("fp16", "bf16")
-ALL_HEAD_DIMS = (64, 96, 128, 192, 256)
+ALL_DTYPES = kernel_table.DTYPES
+ALL_HEAD_DIMS = kernel_table.head_dims()
 SM90_ARCH = "9.0a"
 
 # The kernels are torch-free CUDA C++ (nvcc flags below); only flash_api.cpp sees torch's headers and keeps
@@ -54,6 +54,11 @@ NVCC_FLAGS = [
     "-U__CUDA_NO_BFLOAT16_OPERATORS__",
 ]
 CXX_FLAGS = ["-O3", "-DNDEBUG"]
+# libstdc++ linked as the shared library even where the compiler links it statically by default (the GPU
+# machines' /opt/gcc g++ does): a static copy inside the extension keeps its own locale facet ids beside the
+# process's shared libstdc++, and the first integer streamed through an ostringstream there (c10::str, so any
+# TORCH_CHECK message with a number) segfaults.
+LINK_FLAGS = ["-l:libstdc++.so.6"]
 
 
 class FlashcuteUnavailable(RuntimeError):
@@ -221,12 +226,8 @@ class BuildConfig:
 
     def sources(self, csrc: Path | None = None) -> list[Path]:
         csrc = csrc or CSRC_DIR
-        files = [csrc / "flash_api.cpp"]
-        for kernel_arch in self.kernel_archs:
-            for dtype in self.dtypes:
-                for head_dim in self.head_dims:
-                    files.append(csrc / "instantiations" / f"fwd_{kernel_arch}_{dtype}_hdim{head_dim}.cu")
-        return files
+        units = kernel_table.translation_units(self.dtypes, self.head_dims, self.kernel_archs)
+        return [csrc / "flash_api.cpp"] + [csrc / "instantiations" / kernel_table.unit_filename(*u) for u in units]
 
     def as_dict(self) -> dict:
         return {"archs": list(self.archs), "dtypes": list(self.dtypes), "head_dims": list(self.head_dims)}
@@ -391,6 +392,7 @@ def cache_key(config: BuildConfig, source_digest: str, cutlass_include: Path) ->
             "cutlass": str(cutlass_include),
             "nvcc_flags": nvcc_flags(config),
             "cxx_flags": CXX_FLAGS,
+            "link_flags": LINK_FLAGS,
         },
         sort_keys=True,
     )
@@ -456,6 +458,7 @@ def _compile(config: BuildConfig, sources: list[Path], cutlass_include: Path, bu
             sources=[str(p) for p in sources],
             extra_cflags=CXX_FLAGS,
             extra_cuda_cflags=nvcc_flags(config),
+            extra_ldflags=LINK_FLAGS,
             extra_include_paths=[str(p) for p in (CSRC_DIR, cutlass_include)],
             build_directory=str(build_dir),
             with_cuda=True,

@@ -1,22 +1,17 @@
 """The Python API over torch.ops.flashcute.fwd."""
 
-import importlib
-
 import torch
+
+from flashcute import _build, _ops  # noqa: F401 (_ops defines torch.ops.flashcute.*)
 
 BACKENDS = ("auto", "sm80", "sm90")
 
-_ops = None
-
 
 def load_extension():
-    """Load flashcute's CUDA extension (JIT-building it on first use), so that torch.ops.flashcute.fwd
-    exists; returns what was loaded (path, AOT or JIT, build and load times). Raises FlashcuteUnavailable
-    with the reason where the kernels cannot run (no CUDA build of torch, no GPU, no nvcc, no CUTLASS)."""
-    global _ops
-    if _ops is None:
-        _ops = importlib.import_module("flashcute._ops")
-    return _ops.library
+    """Load flashcute's CUDA extension now (JIT-building it if needed) instead of at the first op call; returns
+    what was loaded (path, AOT or JIT, build and load times). Raises FlashcuteUnavailable with the reason where
+    the kernels cannot run (no CUDA build of torch, no GPU, no nvcc, no CUTLASS)."""
+    return _build.load_library()
 
 
 def flash_attn_func(q, k, v, softmax_scale=None, causal=False, return_lse=False, backend="auto"):
@@ -29,7 +24,5 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, return_lse=False,
     """
     if backend not in BACKENDS:
         raise ValueError(f"flash_attn_func: backend must be one of {', '.join(map(repr, BACKENDS))}, got {backend!r}")
-    if _ops is None:
-        load_extension()
     out, lse = torch.ops.flashcute.fwd(q, k, v, softmax_scale, causal, False, backend)
     return (out, lse) if return_lse else out

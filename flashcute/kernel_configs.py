@@ -15,6 +15,7 @@ tests/test_kernel_layouts.py can hold the two equal, character for character.
 from dataclasses import dataclass
 from functools import cached_property
 
+from . import kernel_table
 from .layout import (
     Int, Layout, LayoutRight, Swizzle, composition, cosize, get_nonswizzle_portion, gmma_smem_atom, make_layout,
     make_ordered_layout, tile_to_shape, to_str,
@@ -22,7 +23,7 @@ from .layout import (
 from .layout.atoms import copy_atom, mma_atom
 from .layout.tiled import make_tiled_copy, make_tiled_copy_A, make_tiled_copy_B, make_tiled_copy_C, make_tiled_mma
 
-DTYPES = ("fp16", "bf16")
+DTYPES = kernel_table.DTYPES
 ELEMENT_BITS = {"fp16": 16, "bf16": 16}
 CUTE_TYPE = {"fp16": "half_t", "bf16": "bfloat16_t"}
 MMA_TYPE = {"fp16": "F16", "bf16": "BF16"}
@@ -51,16 +52,6 @@ def _copy_fields(name, tiled_copy):
         f"{name}.layoutS_TV": tiled_copy.get_layoutS_TV(),
         f"{name}.layoutD_TV": tiled_copy.get_layoutD_TV(),
     }
-
-# csrc/sm80/kernel_traits.h DefaultTraits: head dim -> (kBlockM, kBlockN, kNWarps).
-SM80_SHIPPED = {
-    64: (128, 64, 4),
-    96: (128, 64, 4),
-    128: (128, 64, 4),
-    192: (128, 64, 8),
-    256: (64, 64, 4),
-}
-
 
 class _ElementConfig:
     """What every configuration derives from its input type."""
@@ -257,18 +248,7 @@ class Sm80Config(_ElementConfig):
         return f"{self.arch} {self.dtype} hdim{self.head_dim}"
 
 
-# csrc/sm90/kernel_traits.h TileConfig: (head dim, causal) -> (kBlockM, kBlockN, kStages).
-SM90_SHIPPED = {
-    (64, False): (192, 128, 2), (64, True): (128, 128, 2),
-    (96, False): (128, 128, 2), (96, True): (128, 128, 2),
-    (128, False): (128, 128, 2), (128, True): (128, 128, 2),
-    (192, False): (128, 112, 2), (192, True): (128, 112, 2),
-    (256, False): (128, 80, 2), (256, True): (128, 80, 2),
-}
-# csrc/sm90/kernel_traits.h LongSeqlenKTile: (head dim, causal) -> kBlockN of the variant that launch.h takes
-# when seqlen_k >= LONG_SEQLEN_K_MIN (the other tile sizes as in SM90_SHIPPED).
-SM90_LONG_SEQLEN_K = {(128, False): 160}
-LONG_SEQLEN_K_MIN = 4096
+LONG_SEQLEN_K_MIN = kernel_table.LONG_SEQLEN_K_MIN
 # flashcute builds with CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED (flashcute._build.NVCC_FLAGS), so
 # GMMA::{ss,rs}_op_selector choose the atom whose N is the whole tile N: every multiple of 8 up to 256.
 GMMA_MAX_N = 256
@@ -463,41 +443,39 @@ class Sm90Config(_ElementConfig):
         return ("causal" if self.causal else "noncausal") + ("-longk" if self.long_seqlen_k else "")
 
 
-ARCHS = ("sm80", "sm90")
+ARCHS = kernel_table.ARCHS
+
+
+def config_for(kernel, dtype):
+    """The configuration of one kernel_table row in one dtype."""
+    tile = kernel.tile
+    if kernel.arch == "sm80":
+        return Sm80Config(dtype, kernel.head_dim, tile.block_m, tile.block_n, tile.warps)
+    return Sm90Config(dtype, kernel.head_dim, kernel.variant == "causal", tile.block_m, tile.block_n, tile.stages,
+                      kernel.variant == "noncausal-longk")
 
 
 def shipped_configs(arch=None):
-    """Every shipped configuration (of one arch, or all), in print_kernel_layouts.cpp's order."""
+    """Every shipped forward configuration (of one arch, or all): kernel_table's rows, dtype by dtype."""
     if arch not in (None, *ARCHS):
         raise ValueError(f"arch must be one of {ARCHS} (or None for all), got {arch!r}")
-    configs = []
-    if arch in (None, "sm80"):
-        configs += [Sm80Config(dtype, d, *SM80_SHIPPED[d]) for dtype in DTYPES for d in SM80_SHIPPED]
-    if arch in (None, "sm90"):
-        for dtype in DTYPES:
-            configs += [_sm90_config(dtype, d, causal) for d, causal in SM90_SHIPPED]
-            configs += [_sm90_config(dtype, d, causal, long_seqlen_k=True) for d, causal in SM90_LONG_SEQLEN_K]
-    return configs
-
-
-def _sm90_config(dtype, head_dim, causal, long_seqlen_k=False):
-    block_m, block_n, stages = SM90_SHIPPED[head_dim, causal]
-    if long_seqlen_k:
-        block_n = SM90_LONG_SEQLEN_K[head_dim, causal]
-    return Sm90Config(dtype, head_dim, causal, block_m, block_n, stages, long_seqlen_k)
+    archs = ARCHS if arch is None else (arch,)
+    return [config_for(k, dtype) for a in archs for dtype in DTYPES for k in kernel_table.kernels("fwd", a)]
 
 
 def get_config(arch, dtype, head_dim, causal=False, seqlen_k=None):
     """The shipped configuration for (arch, dtype, head_dim[, causal, seqlen_k: SM90 tiles depend on them])
-    that csrc/sm90/launch.h would launch; ValueError naming the choices otherwise."""
+    that the kernel would launch; ValueError naming the choices otherwise."""
     if arch not in ARCHS:
         raise ValueError(f"arch must be one of {ARCHS}, got {arch!r}")
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
-    if head_dim not in SM80_SHIPPED:
-        raise ValueError(f"head_dim must be one of {tuple(SM80_SHIPPED)} for {arch}, got {head_dim!r}")
+    if head_dim not in kernel_table.head_dims("fwd", arch):
+        raise ValueError(f"head_dim must be one of {kernel_table.head_dims('fwd', arch)} for {arch}, got {head_dim!r}")
     if arch == "sm80":
-        return Sm80Config(dtype, head_dim, *SM80_SHIPPED[head_dim])
-    long_seqlen_k = (seqlen_k is not None and seqlen_k >= LONG_SEQLEN_K_MIN
-                     and (head_dim, bool(causal)) in SM90_LONG_SEQLEN_K)
-    return _sm90_config(dtype, head_dim, bool(causal), long_seqlen_k)
+        return config_for(kernel_table.find("fwd", "sm80", head_dim, "all"), dtype)
+    variant = "causal" if causal else "noncausal"
+    if not causal and seqlen_k is not None and seqlen_k >= LONG_SEQLEN_K_MIN:
+        longk = [k for k in kernel_table.kernels("fwd", "sm90") if (k.head_dim, k.variant) == (head_dim, "noncausal-longk")]
+        variant = "noncausal-longk" if longk else variant
+    return config_for(kernel_table.find("fwd", "sm90", head_dim, variant), dtype)

@@ -98,7 +98,7 @@ def warn_fallback_once(what, reason):
 def _kernel():
     """(torch.ops.flashcute.fwd, None) once the extension is loaded (built on first use), else (None, why).
     Keeps no state of its own: state first set while torch.compile traces a call would fail the guards of the
-    next call and recompile (flashcute.interface caches the loaded extension)."""
+    next call and recompile (flashcute._build caches the loaded extension)."""
     from flashcute._build import FlashcuteUnavailable
     from flashcute.interface import load_extension
 

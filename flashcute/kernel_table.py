@@ -1,0 +1,142 @@
+"""The shipped kernels: one row per (op, arch, head dim, variant) with its tile configuration.
+
+This table is the one source of truth for which kernels exist. Its readers:
+
+- ``csrc/generate_instantiations.py`` writes one ``.cu`` per (op, arch, dtype, head dim) and
+  ``csrc/instantiations/kernel_table.h`` (the C++ tile configurations the traits read);
+- ``flashcute._build`` (JIT) and ``setup.py`` (AOT) compile those files, restricted by FLASHCUTE_DTYPES /
+  FLASHCUTE_HDIMS;
+- ``flashcute.kernel_configs`` and ``flashcute.explain`` rebuild each kernel's layouts from it;
+- the tests (``tests/test_kernel_table.py`` checks the generated C++ is current; ``tests/test_kernel_layouts.py``
+  compares the layouts with the C++ traits).
+
+Adding a kernel means adding a row here and running ``python csrc/generate_instantiations.py``. Each row's
+``why`` is one line; the measurements behind it are in benchmarks/notes.md under its ``decision`` anchor.
+
+Pure Python (no torch, no numpy), so the build and the layout tools can import it anywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DTYPES = ("fp16", "bf16")
+OPS = ("fwd",)
+ARCHS = ("sm80", "sm90")
+
+
+@dataclass(frozen=True)
+class Sm80Tile:
+    """``flashcute::sm80::KernelTraits``: kBlockM x kBlockN tiles on kNWarps warps stacked along M, one K and one
+    V buffer. softmax_parts: partial results per row in the softmax reductions (common/utils.h row_reduce), for
+    the non-causal and the causal kernel."""
+
+    block_m: int
+    block_n: int
+    warps: int
+    softmax_parts_noncausal: int = 4
+    softmax_parts_causal: int = 4
+
+
+@dataclass(frozen=True)
+class Sm90Tile:
+    """``flashcute::sm90::KernelTraits``: kBlockM / 64 consumer warpgroups and one producer warpgroup, kStages
+    K/V stages. skip_unchanged_rescale / rescale_outside_turn: mainloop options (csrc/sm90/mainloop.h)."""
+
+    block_m: int
+    block_n: int
+    stages: int = 2
+    softmax_parts: int = 4
+    skip_unchanged_rescale: bool = False
+    rescale_outside_turn: bool = True
+
+
+@dataclass(frozen=True)
+class Kernel:
+    op: str
+    arch: str
+    head_dim: int
+    # sm80: "all" (one tile; causal is a template flag inside). sm90: "noncausal", "causal", or
+    # "noncausal-longk" (taken when seqlen_k >= LONG_SEQLEN_K_MIN).
+    variant: str
+    tile: Sm80Tile | Sm90Tile
+    why: str  # one line
+    decision: str  # its anchor in benchmarks/notes.md, where the measurements are
+
+    @property
+    def name(self) -> str:
+        return f"{self.op}_{self.arch}_hdim{self.head_dim}_{self.variant}"
+
+    @property
+    def notes_link(self) -> str:
+        return f"benchmarks/notes.md#{self.decision}"
+
+
+SM90_VARIANTS = ("noncausal", "causal", "noncausal-longk")
+LONG_SEQLEN_K_MIN = 4096  # seqlen_k from which a head dim's "noncausal-longk" tile (where it has one) runs
+
+KERNELS: tuple[Kernel, ...] = (
+    # ---- SM80 forward: FlashAttention-2's Ampere tiles except where the tile sweep measured better.
+    Kernel("fwd", "sm80", 64, "all", Sm80Tile(128, 64, 4, softmax_parts_noncausal=1),
+           "128x128 spills ~350 B/thread; one reduction chain is faster non-causal", "d-sm80-tiles"),
+    Kernel("fwd", "sm80", 96, "all", Sm80Tile(128, 64, 4), "FlashAttention-2's tile", "d-sm80-tiles"),
+    Kernel("fwd", "sm80", 128, "all", Sm80Tile(128, 64, 4), "FlashAttention-2's tile", "d-sm80-tiles"),
+    Kernel("fwd", "sm80", 192, "all", Sm80Tile(128, 64, 8), "FlashAttention-2's tile", "d-sm80-tiles"),
+    Kernel("fwd", "sm80", 256, "all", Sm80Tile(64, 64, 4), "64x64 on 4 warps measured fastest", "d-sm80-tiles"),
+    # ---- SM90 forward: FlashAttention-3's tiles as the start, then measured per (head dim, variant).
+    Kernel("fwd", "sm90", 64, "noncausal", Sm90Tile(192, 128, skip_unchanged_rescale=True),
+           "three consumer warpgroups; skipping unchanged O rescales measured +1-3%", "d-sm90-skip-rescale"),
+    Kernel("fwd", "sm90", 64, "causal",
+           Sm90Tile(128, 128, softmax_parts=1, skip_unchanged_rescale=True, rescale_outside_turn=False),
+           "128-row Q blocks pair evenly in the causal scheduler (196 vs 141 TFLOP/s at 512)",
+           "d-sm90-causal-d64-tile"),
+    Kernel("fwd", "sm90", 96, "noncausal", Sm90Tile(128, 128), "rescale outside the turn +2%",
+           "d-sm90-rescale-outside-turn"),
+    Kernel("fwd", "sm90", 96, "causal", Sm90Tile(128, 128), "rescale outside the turn +2%",
+           "d-sm90-rescale-outside-turn"),
+    Kernel("fwd", "sm90", 128, "noncausal", Sm90Tile(128, 128),
+           "128x128 beats 128x176 (O over the V stages) by 5-9% at 512-1k", "d-sm90-d128-tile"),
+    Kernel("fwd", "sm90", 128, "causal", Sm90Tile(128, 128), "as non-causal", "d-sm90-d128-tile"),
+    Kernel("fwd", "sm90", 128, "noncausal-longk", Sm90Tile(128, 160, rescale_outside_turn=False),
+           "fewer K/V blocks per tile pay under the power cap: +1/+2/+4% at 4k/8k/16k keys",
+           "d-sm90-long-seqlen-k-tile"),
+    Kernel("fwd", "sm90", 192, "noncausal", Sm90Tile(128, 112), "rescale outside the turn +0.7%",
+           "d-sm90-rescale-outside-turn"),
+    Kernel("fwd", "sm90", 192, "causal", Sm90Tile(128, 112, rescale_outside_turn=False),
+           "rescale outside the turn -0.3%", "d-sm90-rescale-outside-turn"),
+    Kernel("fwd", "sm90", 256, "noncausal", Sm90Tile(128, 80, rescale_outside_turn=False),
+           "rescale outside the turn -1 to 0%", "d-sm90-rescale-outside-turn"),
+    Kernel("fwd", "sm90", 256, "causal", Sm90Tile(128, 80), "rescale outside the turn +1%",
+           "d-sm90-rescale-outside-turn"),
+)
+
+
+def kernels(op: str | None = None, arch: str | None = None) -> tuple[Kernel, ...]:
+    """The rows of one op and/or arch, in table order."""
+    return tuple(k for k in KERNELS if op in (None, k.op) and arch in (None, k.arch))
+
+
+def head_dims(op: str = "fwd", arch: str | None = None) -> tuple[int, ...]:
+    """The instantiated head dims (sorted); smaller head dims run on the next one up."""
+    return tuple(sorted({k.head_dim for k in kernels(op, arch)}))
+
+
+def find(op: str, arch: str, head_dim: int, variant: str) -> Kernel:
+    """The row for (op, arch, head_dim, variant); ValueError naming what exists otherwise."""
+    for k in KERNELS:
+        if (k.op, k.arch, k.head_dim, k.variant) == (op, arch, head_dim, variant):
+            return k
+    have = ", ".join(k.name for k in kernels(op, arch))
+    raise ValueError(f"no {op} {arch} kernel for head_dim {head_dim}, variant {variant!r}; the table has: {have}")
+
+
+def translation_units(dtypes=DTYPES, head_dims_=None, archs=ARCHS) -> list[tuple[str, str, str, int]]:
+    """(op, arch, dtype, head_dim) of every generated .cu file, restricted to the given dtypes/head dims/archs."""
+    units = sorted({(k.op, k.arch, k.head_dim) for k in KERNELS if k.arch in archs
+                    and (head_dims_ is None or k.head_dim in head_dims_)},
+                   key=lambda u: (OPS.index(u[0]), ARCHS.index(u[1]), u[2]))
+    return [(op, arch, dtype, d) for op, arch, d in units for dtype in DTYPES if dtype in dtypes]
+
+
+def unit_filename(op: str, arch: str, dtype: str, head_dim: int) -> str:
+    return f"{op}_{arch}_{dtype}_hdim{head_dim}.cu"
