@@ -1,6 +1,7 @@
-// The one torch-facing file: defines torch.ops.flashcute.fwd, validates its inputs with messages that name
-// the argument and what was expected, fills the plain FwdParams struct and dispatches to the kernel that was
-// built for (backend, dtype, head dim). Kernels never see torch.
+// The one torch-facing file: implements the ops whose schemas flashcute/_ops.py defines (torch.ops.flashcute.*),
+// validates their inputs with messages that name the argument and what was expected, fills the plain params
+// structs (common/params.h) and dispatches through the kernel registry (common/registry.h) to a kernel that was
+// built for (op, backend, dtype, head dim) and says it can run the inputs. Kernels never see torch.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -9,49 +10,27 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "common/flash_params.h"
+#include "common/params.h"
 #include "common/registry.h"
-#include "sm90/requirements.h"
 
 namespace flashcute {
 
 namespace {
 
-// Numbers in messages are formatted here and passed as strings: streaming integers through std::ostream from
-// this library crashed on the H200 image (a libstdc++ mismatch inside the inlined numeric insertion), while
-// string insertion is resolved in libstdc++ itself.
-std::string str(int64_t value) { return std::to_string(value); }
-std::string str(double value) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "%g", value);
-  return buffer;
-}
-std::string str(c10::IntArrayRef values) {
-  std::string text = "[";
-  for (size_t i = 0; i < values.size(); ++i) { text += (i ? ", " : "") + std::to_string(values[i]); }
-  return text + "]";
-}
-
-struct RegisteredKernel {
-  Arch arch;
-  DType dtype;
-  int head_dim;
-  FwdLauncher launcher;
-};
-
-std::vector<RegisteredKernel>& registered_kernels() {
-  static std::vector<RegisteredKernel> kernels;  // filled by the instantiations' static initialisers
+template <class Params>
+std::vector<Kernel<Params>>& registered() {
+  static std::vector<Kernel<Params>> kernels;  // filled by the instantiations' static initialisers
   return kernels;
 }
 
+char const* op_name(Op op) { return op == Op::kFwd ? "fwd" : "?"; }
 char const* arch_name(Arch arch) { return arch == Arch::kSm90 ? "sm90" : "sm80"; }
+char const* dtype_short_name(DType dtype) { return dtype == DType::kBFloat16 ? "bf16" : "fp16"; }
 char const* dtype_name(DType dtype) { return dtype == DType::kBFloat16 ? "bfloat16" : "float16"; }
 
 std::string dtype_name(at::ScalarType type) {
@@ -64,47 +43,53 @@ std::string dtype_name(at::ScalarType type) {
   }
 }
 
+std::string kernel_name(KernelKey const& key) {
+  return std::string(op_name(key.op)) + "_" + arch_name(key.arch) + "_" + dtype_short_name(key.dtype) + "_hdim" +
+         std::to_string(key.head_dim);
+}
+
+template <class Params>
 std::string built_kernel_list() {
-  std::ostringstream out;
-  char const* sep = "";
-  for (auto const& k : registered_kernels()) {
-    out << sep << arch_name(k.arch) << "/" << dtype_name(k.dtype) << "/hdim" << k.head_dim;
-    sep = ", ";
-  }
-  std::string text = out.str();
+  std::string text;
+  for (auto const& k : registered<Params>()) { text += (text.empty() ? "" : ", ") + kernel_name(k.key); }
   return text.empty() ? "none" : text;
 }
 
-// The smallest built kernel whose instantiated head dim covers head_dim (smaller dims are predicated).
-RegisteredKernel const* find_kernel(Arch arch, DType dtype, int head_dim) {
-  RegisteredKernel const* best = nullptr;
-  for (auto const& k : registered_kernels()) {
-    if (k.arch == arch && k.dtype == dtype && k.head_dim >= head_dim &&
-        (best == nullptr || k.head_dim < best->head_dim)) {
+// The smallest built kernel of (op, arch, dtype) whose instantiated head dim covers head_dim (smaller head dims
+// run predicated).
+template <class Params>
+Kernel<Params> const* find_kernel(Op op, Arch arch, DType dtype, int head_dim) {
+  Kernel<Params> const* best = nullptr;
+  for (auto const& k : registered<Params>()) {
+    KernelKey const& key = k.key;
+    if (key.op == op && key.arch == arch && key.dtype == dtype && key.head_dim >= head_dim &&
+        (best == nullptr || key.head_dim < best->key.head_dim)) {
       best = &k;
     }
   }
   return best;
 }
 
-bool arch_built(Arch arch) {
-  auto const& ks = registered_kernels();
-  return std::any_of(ks.begin(), ks.end(), [&](auto const& k) { return k.arch == arch; });
+// Empty when the kernel can run the params, else its reason.
+template <class Params>
+std::string cannot_run_reason(Kernel<Params> const& kernel, Params const& params) {
+  char why[512] = {0};
+  return kernel.can_run(params, why, sizeof(why)) ? std::string() : std::string(why[0] ? why : "no reason given");
 }
 
-void check_tensor(at::Tensor const& t, char const* name, char const* dims) {
-  TORCH_CHECK(t.is_cuda(), "flashcute.fwd: ", name, " must be a CUDA tensor, got a tensor on ", t.device());
-  TORCH_CHECK(t.dim() == 4, "flashcute.fwd: ", name, " must have 4 dimensions ", dims, ", got ", str(t.dim()),
-              " (shape ", str(t.sizes()), ")");
-  TORCH_CHECK(t.stride(3) == 1 || t.size(3) <= 1, "flashcute.fwd: ", name,
-              " must be contiguous in its last dimension (stride 1), got stride ", str(t.stride(3)),
+void check_tensor(char const* op, at::Tensor const& t, char const* name, char const* dims) {
+  TORCH_CHECK(t.is_cuda(), "flashcute.", op, ": ", name, " must be a CUDA tensor, got a tensor on ", t.device());
+  TORCH_CHECK(t.dim() == 4, "flashcute.", op, ": ", name, " must have 4 dimensions ", dims, ", got ", t.dim(),
+              " (shape ", t.sizes(), ")");
+  TORCH_CHECK(t.stride(3) == 1 || t.size(3) <= 1, "flashcute.", op, ": ", name,
+              " must be contiguous in its last dimension (stride 1), got stride ", t.stride(3),
               "; call .contiguous() on it");
   // 128-bit loads: the base address and every stride that moves the address must be 16-byte multiples.
   bool aligned = reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
   for (int i = 0; i < 3; ++i) { aligned = aligned && (t.size(i) <= 1 || (t.stride(i) * t.element_size()) % 16 == 0); }
-  TORCH_CHECK(aligned, "flashcute.fwd: ", name, " must be 16-byte aligned (data pointer and the strides of "
-              "its first three dimensions multiples of 8 elements), got strides ", str(t.strides()),
-              " and storage offset ", str(t.storage_offset()), "; call .contiguous() on it");
+  TORCH_CHECK(aligned, "flashcute.", op, ": ", name, " must be 16-byte aligned (data pointer and the strides of "
+              "its first three dimensions multiples of 8 elements), got strides ", t.strides(),
+              " and storage offset ", t.storage_offset(), "; call .contiguous() on it");
 }
 
 struct DeviceInfo {
@@ -119,41 +104,53 @@ DeviceInfo device_info(int device) {
   return info;
 }
 
-// "auto" takes the SM90 kernel on Hopper when one is built for (dtype, head dim) and TMA can address the
-// inputs (sm90_unsupported empty); otherwise the SM80 kernel, which runs on any sm_80+ GPU.
-Arch choose_backend(std::string const& backend, DeviceInfo const& props, DType dtype, int head_dim,
-                    std::string const& sm90_unsupported) {
-  TORCH_CHECK(props.major >= 8, "flashcute.fwd: flashcute needs an NVIDIA GPU of compute capability 8.0 or newer "
-              "(Ampere+), got ", str(int64_t(props.major)), ".", str(int64_t(props.minor)));
+// "auto": the SM90 kernel on Hopper when one is built for (dtype, head dim) and can run the inputs; otherwise
+// the SM80 kernel, which runs on any sm_80+ GPU. "sm80" / "sm90": that kernel, or an error saying why not.
+template <class Params>
+Kernel<Params> const& choose_kernel(Op op, std::string const& backend, DeviceInfo const& device, DType dtype,
+                                    int head_dim, Params const& params) {
+  char const* name = op_name(op);
+  TORCH_CHECK(device.major >= 8, "flashcute.", name, ": flashcute needs an NVIDIA GPU of compute capability 8.0 or "
+              "newer (Ampere+), got ", device.major, ".", device.minor);
+  TORCH_CHECK(backend == "auto" || backend == "sm80" || backend == "sm90", "flashcute.", name,
+              ": backend must be one of 'auto', 'sm80', 'sm90', got '", backend, "'");
   if (backend == "sm90") {
-    TORCH_CHECK(props.major == 9, "flashcute.fwd: backend 'sm90' needs a Hopper GPU (compute capability 9.x), got ",
-                str(int64_t(props.major)), ".", str(int64_t(props.minor)), "; use backend='sm80' or 'auto'");
-    TORCH_CHECK(arch_built(Arch::kSm90), "flashcute.fwd: backend 'sm90' is not in this build (built kernels: ",
-                built_kernel_list(), "); build with FLASHCUTE_CUDA_ARCHS including 9.0a");
-    TORCH_CHECK(sm90_unsupported.empty(), "flashcute.fwd: backend 'sm90' cannot take these inputs: ",
-                sm90_unsupported, "; use backend='sm80' or 'auto', or pass contiguous tensors");
-    return Arch::kSm90;
+    TORCH_CHECK(device.major == 9, "flashcute.", name, ": backend 'sm90' needs a Hopper GPU (compute capability "
+                "9.x), got ", device.major, ".", device.minor, "; use backend='sm80' or 'auto'");
   }
-  if (backend == "auto" && props.major == 9 && sm90_unsupported.empty() &&
-      find_kernel(Arch::kSm90, dtype, head_dim) != nullptr) {
-    return Arch::kSm90;
+  if (backend == "sm90" || (backend == "auto" && device.major == 9)) {
+    if (auto const* kernel = find_kernel<Params>(op, Arch::kSm90, dtype, head_dim)) {
+      std::string const reason = cannot_run_reason(*kernel, params);
+      if (reason.empty()) { return *kernel; }
+      TORCH_CHECK(backend == "auto", "flashcute.", name, ": backend 'sm90' cannot take these inputs: ", reason,
+                  "; use backend='sm80' or 'auto', or pass contiguous tensors");
+    }
   }
-  return Arch::kSm80;
+  Arch const arch = backend == "sm90" ? Arch::kSm90 : Arch::kSm80;
+  auto const* kernel = find_kernel<Params>(op, arch, dtype, head_dim);
+  TORCH_CHECK(kernel != nullptr, "flashcute.", name, ": no ", arch_name(arch), " kernel for ", dtype_name(dtype),
+              " with head_dim ", head_dim, " is in this build (built kernels: ", built_kernel_list<Params>(),
+              "); rebuild without FLASHCUTE_DTYPES / FLASHCUTE_HDIMS restrictions",
+              arch == Arch::kSm90 ? " and with FLASHCUTE_CUDA_ARCHS including 9.0a" : "");
+  std::string const reason = cannot_run_reason(*kernel, params);
+  TORCH_CHECK(reason.empty(), "flashcute.", name, ": backend '", arch_name(arch), "' cannot take these inputs: ",
+              reason);
+  return *kernel;
 }
 
 }  // namespace
 
-bool register_fwd(Arch arch, DType dtype, int head_dim, FwdLauncher launcher) {
-  registered_kernels().push_back({arch, dtype, head_dim, launcher});
+bool register_kernel(Kernel<FwdParams> const& kernel) {
+  registered<FwdParams>().push_back(kernel);
   return true;
 }
 
 std::tuple<at::Tensor, at::Tensor> fwd(at::Tensor const& q, at::Tensor const& k, at::Tensor const& v,
                                        std::optional<double> softmax_scale, bool causal, bool causal_top_left,
-                                       c10::string_view backend_arg) {
-  check_tensor(q, "q", "(batch, seqlen_q, heads_q, head_dim)");
-  check_tensor(k, "k", "(batch, seqlen_k, heads_kv, head_dim)");
-  check_tensor(v, "v", "(batch, seqlen_k, heads_kv, head_dim)");
+                                       c10::string_view backend) {
+  check_tensor("fwd", q, "q", "(batch, seqlen_q, heads_q, head_dim)");
+  check_tensor("fwd", k, "k", "(batch, seqlen_k, heads_kv, head_dim)");
+  check_tensor("fwd", v, "v", "(batch, seqlen_k, heads_kv, head_dim)");
   TORCH_CHECK(k.device() == q.device() && v.device() == q.device(),
               "flashcute.fwd: q, k and v must be on one device, got ", q.device(), ", ", k.device(), " and ",
               v.device());
@@ -164,44 +161,34 @@ std::tuple<at::Tensor, at::Tensor> fwd(at::Tensor const& q, at::Tensor const& k,
               "), got ", dtype_name(k.scalar_type()));
   TORCH_CHECK(v.scalar_type() == dtype, "flashcute.fwd: v must have the same dtype as q (", dtype_name(dtype),
               "), got ", dtype_name(v.scalar_type()));
-  TORCH_CHECK(k.sizes() == v.sizes(), "flashcute.fwd: k and v must have the same shape, got k ", str(k.sizes()),
-              " and v ", str(v.sizes()));
+  TORCH_CHECK(k.sizes() == v.sizes(), "flashcute.fwd: k and v must have the same shape, got k ", k.sizes(),
+              " and v ", v.sizes());
 
   int64_t const batch = q.size(0), seqlen_q = q.size(1), heads_q = q.size(2), head_dim = q.size(3);
   int64_t const seqlen_k = k.size(1), heads_kv = k.size(2);
-  TORCH_CHECK(k.size(0) == batch, "flashcute.fwd: k must have the batch size of q (", str(batch), "), got ",
-              str(k.size(0)));
-  TORCH_CHECK(k.size(3) == head_dim, "flashcute.fwd: k must have the head_dim of q (", str(head_dim), "), got ",
-              str(k.size(3)));
+  TORCH_CHECK(k.size(0) == batch, "flashcute.fwd: k must have the batch size of q (", batch, "), got ", k.size(0));
+  TORCH_CHECK(k.size(3) == head_dim, "flashcute.fwd: k must have the head_dim of q (", head_dim, "), got ",
+              k.size(3));
   TORCH_CHECK(head_dim > 0 && head_dim % 8 == 0 && head_dim <= 256,
-              "flashcute.fwd: head_dim must be a multiple of 8 between 8 and 256, got ", str(head_dim));
-  TORCH_CHECK(heads_kv > 0 && heads_q % heads_kv == 0, "flashcute.fwd: heads_q (", str(heads_q),
-              ") must be a multiple of heads_kv (", str(heads_kv), ") for multi/grouped-query attention");
+              "flashcute.fwd: head_dim must be a multiple of 8 between 8 and 256, got ", head_dim);
+  TORCH_CHECK(heads_kv > 0 && heads_q % heads_kv == 0, "flashcute.fwd: heads_q (", heads_q,
+              ") must be a multiple of heads_kv (", heads_kv, ") for multi/grouped-query attention");
   TORCH_CHECK(batch <= 65535 && heads_q <= 65535, "flashcute.fwd: batch and heads_q must be at most 65535, got ",
-              str(batch), " and ", str(heads_q));
+              batch, " and ", heads_q);
   TORCH_CHECK(seqlen_q < (int64_t(1) << 31) && seqlen_k < (int64_t(1) << 31),
               "flashcute.fwd: sequence lengths must be below 2^31");
   double const scale = softmax_scale.value_or(1.0 / std::sqrt(double(head_dim)));
   // The online softmax tracks the row maximum of the unscaled scores, which is the maximum of the scaled ones
   // only for a positive scale.
   TORCH_CHECK(std::isfinite(scale) && scale > 0, "flashcute.fwd: softmax_scale must be positive and finite, got ",
-              str(scale));
-  std::string const backend(backend_arg);
+              scale);
 
   c10::cuda::CUDAGuard device_guard(q.device());
-  DeviceInfo const props = device_info(q.get_device());
-  TORCH_CHECK(backend == "auto" || backend == "sm80" || backend == "sm90",
-              "flashcute.fwd: backend must be one of 'auto', 'sm80', 'sm90', got '", backend, "'");
+  DeviceInfo const device = device_info(q.get_device());
   DType const kernel_dtype = dtype == at::kBFloat16 ? DType::kBFloat16 : DType::kFloat16;
 
   at::Tensor out = at::empty({batch, seqlen_q, heads_q, head_dim}, q.options());
   at::Tensor lse = at::empty({batch, heads_q, seqlen_q}, q.options().dtype(at::kFloat));
-  if (out.numel() == 0) { return {out, lse}; }
-  if (seqlen_k == 0) {  // no keys at all: every row is empty
-    out.zero_();
-    lse.fill_(-std::numeric_limits<float>::infinity());
-    return {out, lse};
-  }
 
   FwdParams params{};
   params.q_ptr = q.data_ptr();
@@ -222,39 +209,33 @@ std::tuple<at::Tensor, at::Tensor> fwd(at::Tensor const& q, at::Tensor const& k,
   params.softmax_scale = float(scale);
   params.softmax_scale_log2 = float(scale * M_LOG2E);
   params.causal = causal;
-  params.causal_offset = causal_top_left ? 0 : int(seqlen_k - seqlen_q);
-  params.num_sms = props.num_sms;
+  params.causal_top_left = causal_top_left;
+  params.num_sms = device.num_sms;
 
-  Arch const arch = choose_backend(backend, props, kernel_dtype, int(head_dim),
-                                   sm90::unsupported_reason(params, int(q.element_size())));
-  RegisteredKernel const* kernel = find_kernel(arch, kernel_dtype, int(head_dim));
-  TORCH_CHECK(kernel != nullptr, "flashcute.fwd: no ", arch_name(arch), " kernel for ", dtype_name(kernel_dtype),
-              " with head_dim ", str(head_dim), " is in this build (built kernels: ", built_kernel_list(),
-              "); rebuild without FLASHCUTE_DTYPES / FLASHCUTE_HDIMS restrictions");
-  kernel->launcher(params, c10::cuda::getCurrentCUDAStream().stream());
+  // Chosen (and its errors raised) before the early returns, so a bad backend fails on every shape.
+  Kernel<FwdParams> const& kernel =
+      choose_kernel(Op::kFwd, std::string(backend), device, kernel_dtype, int(head_dim), params);
+  if (out.numel() == 0) { return {out, lse}; }
+  if (seqlen_k == 0) {  // no keys at all: every row is empty
+    out.zero_();
+    lse.fill_(-std::numeric_limits<float>::infinity());
+    return {out, lse};
+  }
+  kernel.launch(params, c10::cuda::getCurrentCUDAStream().stream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {out, lse};
 }
 
 std::vector<std::string> built_kernels() {
   std::vector<std::string> names;
-  for (auto const& k : registered_kernels()) {
-    names.push_back(std::string(arch_name(k.arch)) + "_" + (k.dtype == DType::kBFloat16 ? "bf16" : "fp16") +
-                    "_hdim" + std::to_string(k.head_dim));
-  }
+  for (auto const& k : registered<FwdParams>()) { names.push_back(kernel_name(k.key)); }
   std::sort(names.begin(), names.end());
   return names;
 }
 
-TORCH_LIBRARY(flashcute, m) {
-  m.set_python_module("flashcute._ops");
-  m.def("fwd(Tensor q, Tensor k, Tensor v, float? softmax_scale=None, bool causal=False, "
-        "bool causal_top_left=False, str backend=\"auto\") -> (Tensor out, Tensor lse)");
-  m.def("built_kernels() -> str[]", &built_kernels);
-}
-
-// CPU too, only so that CPU tensors get fwd's own "must be a CUDA tensor" message.
+// The schemas of the tensor ops are defined in Python (flashcute/_ops.py), so the ops exist before this library
+// is loaded; it adds only its CUDA kernels, and this introspection op.
+TORCH_LIBRARY_FRAGMENT(flashcute, m) { m.def("built_kernels() -> str[]", &built_kernels); }
 TORCH_LIBRARY_IMPL(flashcute, CUDA, m) { m.impl("fwd", &fwd); }
-TORCH_LIBRARY_IMPL(flashcute, CPU, m) { m.impl("fwd", &fwd); }
 
 }  // namespace flashcute

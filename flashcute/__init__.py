@@ -37,8 +37,10 @@ def _define_torch_api():
 def __getattr__(name):
     if name not in _TORCH_API:
         raise AttributeError(f"module 'flashcute' has no attribute {name!r}")
-    if importlib.util.find_spec("torch") is None:
-        raise ImportError(f"flashcute.{name} needs PyTorch: pip install torch")
+    try:
+        import torch  # noqa: F401
+    except ImportError as error:
+        raise ImportError(f"flashcute.{name} needs PyTorch: pip install torch") from error
     _define_torch_api()
     return globals()[name]
 
@@ -63,7 +65,7 @@ class _DefineAfterTorchImport(importlib.abc.MetaPathFinder):
         return spec
 
 
-if "torch" in sys.modules:
+if sys.modules.get("torch") is not None:
     _define_torch_api()
 elif not any(isinstance(finder, _DefineAfterTorchImport) for finder in sys.meta_path):
     sys.meta_path.insert(0, _DefineAfterTorchImport())

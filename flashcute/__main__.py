@@ -5,12 +5,21 @@ float64 reference beside PyTorch's own error in the same precision, and measure 
 Without a GPU: say so, and show the kernel's shared-memory layout through flashcute.layout instead.
 """
 
+import argparse
 import sys
 
 import flashcute
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    argparse.ArgumentParser(
+        prog="python -m flashcute",
+        description="flashcute's main job. With an NVIDIA GPU (sm_80+): build (on first use) and load the kernels, "
+        "check an attention against a float64 reference beside PyTorch's own error in the same precision, and "
+        "print each backend's TFLOP/s. Without one: show a kernel's shared-memory layouts through flashcute.layout.",
+        epilog="See also: python -m flashcute.explain --help (a kernel's layouts, bank conflicts and numbers, drawn) "
+        "and python -m flashcute.layout --help (the layout algebra).",
+    ).parse_args(argv)
     print(f"flashcute {flashcute.__version__}")
     try:
         import torch

@@ -40,14 +40,14 @@ def skip_unless_built(library, dtype, head_dim, backend):
     (FLASHCUTE_DTYPES/HDIMS builds), or the sm90 backend off Hopper or outside the build."""
     if backend == "sm90" and torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the sm90 backend needs a compute capability 9.x GPU")
-    prefix = f"{backend}_{DTYPE_NAMES[dtype]}_hdim"
+    prefix = f"fwd_{backend}_{DTYPE_NAMES[dtype]}_hdim"
     if not any(name.startswith(prefix) and int(name[len(prefix):]) >= head_dim for name in built_kernels()):
         pytest.skip(f"no {backend} {DTYPE_NAMES[dtype]} kernel for head dim {head_dim} in this build")
 
 
 @functools.cache
 def built_kernels():
-    return tuple(torch.ops.flashcute.built_kernels())  # e.g. "sm80_bf16_hdim128"
+    return tuple(torch.ops.flashcute.built_kernels())  # e.g. "fwd_sm80_bf16_hdim128"
 
 
 def seed_for(*params):
@@ -242,7 +242,7 @@ def test_auto_backend_matches_an_explicit_one(library):
     skip_unless_built(library, torch.float16, 64, "sm80")
     q, k, v = make_qkv(1, 333, 333, 4, 4, 64, torch.float16, "contiguous", 13)
     out_auto, _ = torch.ops.flashcute.fwd(q, k, v, None, True, False, "auto")
-    sm90_built = torch.cuda.get_device_capability()[0] == 9 and any(n.startswith("sm90_fp16") for n in built_kernels())
+    sm90_built = torch.cuda.get_device_capability()[0] == 9 and any(n.startswith("fwd_sm90_fp16") for n in built_kernels())
     out_chosen, _ = torch.ops.flashcute.fwd(q, k, v, None, True, False, "sm90" if sm90_built else "sm80")
     assert torch.equal(out_auto, out_chosen)
 

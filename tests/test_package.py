@@ -49,13 +49,49 @@ def test_import_without_gpu_does_not_build():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without a GPU")
 def test_calling_the_kernel_without_cuda_is_a_clear_error():
     q = torch.randn(1, 4, 2, 64, dtype=torch.float16)
-    with pytest.raises(flashcute.FlashcuteUnavailable) as error:
+    with pytest.raises(RuntimeError, match="flashcute.fwd: q must be a CUDA tensor, got a tensor on cpu"):
         flashcute.flash_attn_func(q, q, q)
+    with pytest.raises(flashcute.FlashcuteUnavailable) as error:
+        flashcute.load_extension()
     message = str(error.value)
     if torch.version.cuda is None:
         assert "need a CUDA build of PyTorch" in message and torch.__version__ in message
     else:
         assert "no CUDA GPU is visible" in message and "FLASHCUTE_CUDA_ARCHS" in message
+
+
+@pytest.mark.parametrize("imports", ["import torch, flashcute", "import flashcute, torch"])
+def test_ops_exist_after_import_in_either_order(imports):
+    """The schemas and fake kernels are defined at import, the extension is not loaded (nor built)."""
+    result = run_python(
+        f"{imports}\n"
+        "from torch._subclasses.fake_tensor import FakeTensorMode\n"
+        "print(torch.ops.flashcute.fwd.default._schema)\n"
+        "with FakeTensorMode():\n"
+        "    q = torch.empty(2, 17, 8, 64, dtype=torch.bfloat16)\n"
+        "    k = torch.empty(2, 33, 2, 64, dtype=torch.bfloat16)\n"
+        "    out, lse = torch.ops.flashcute.fwd(q, k, k, None, True)\n"
+        "print(tuple(out.shape), out.dtype, tuple(lse.shape), lse.dtype)\n"
+        "print(flashcute._build._loaded)\n",
+        CUDA_VISIBLE_DEVICES="",
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("flashcute::fwd(Tensor q, Tensor k, Tensor v, float? softmax_scale=None")
+    assert lines[1:] == ["(2, 17, 8, 64) torch.bfloat16 (2, 8, 17) torch.float32", "None"]
+
+
+def test_layout_import_does_not_import_torch():
+    result = run_python("import sys, flashcute.layout, flashcute.kernel_configs\nprint('torch' in sys.modules)")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+
+
+def test_main_help_prints_usage_only():
+    result = subprocess.run([sys.executable, "-m", "flashcute", "--help"], cwd=REPO, capture_output=True, text=True,
+                            timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: python -m flashcute") and "flashcute 0." not in result.stdout
 
 
 def test_no_gpu_without_arch_override_is_a_clear_error(monkeypatch):

@@ -2,7 +2,11 @@
 Bad input must give an error naming the argument and what was expected, never a crash or a wrong answer."""
 
 import math
+import os
 import re
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
@@ -27,10 +31,7 @@ def raises(message):
 
 
 def test_cpu_tensors_are_refused_with_a_clear_message():
-    try:
-        flashcute.load_extension()
-    except flashcute.FlashcuteUnavailable as error:
-        pytest.skip(f"the extension cannot load here: {error}")
+    # Served by the op's Python kernel: no extension, no GPU needed.
     q, k, v = qkv(device="cpu")
     with raises("q must be a CUDA tensor, got a tensor on cpu"):
         fwd(q, k, v)
@@ -163,17 +164,52 @@ def test_sm90_backend_off_hopper(library):
 @cuda
 def test_kernels_missing_from_the_build(library):
     built = set(torch.ops.flashcute.built_kernels())
-    if torch.cuda.get_device_capability()[0] == 9 and not any(name.startswith("sm90") for name in built):
-        with raises("backend 'sm90' is not in this build (built kernels: "):
+    if torch.cuda.get_device_capability()[0] == 9 and not any(name.startswith("fwd_sm90") for name in built):
+        with raises("no sm90 kernel for float16 with head_dim 64 is in this build (built kernels: "):
             fwd(*qkv(), backend="sm90")
     missing = [(dtype, name) for dtype, name in ((torch.float16, "fp16"), (torch.bfloat16, "bf16"))
-               if not any(k.startswith(f"sm80_{name}_hdim256") for k in built)]
+               if not any(k.startswith(f"fwd_sm80_{name}_hdim256") for k in built)]
     if not missing:
         pytest.skip("this build has every sm80 kernel (restrict it with FLASHCUTE_DTYPES/FLASHCUTE_HDIMS to test)")
     dtype, _ = missing[0]
     dtype_name = str(dtype).removeprefix("torch.")
     with raises(f"no sm80 kernel for {dtype_name} with head_dim 256 is in this build (built kernels: "):
         fwd(*qkv(head_dim=256, dtype=dtype), backend="sm80")
+
+
+def test_restricted_build_refuses_the_kernels_it_lacks(tmp_path):
+    """A FLASHCUTE_DTYPES / FLASHCUTE_HDIMS build asked for a kernel it lacks raises the "not in this build" error,
+    whose message streams integers (TORCH_CHECK): that once crashed the process (a static libstdc++ copy in the
+    extension; flashcute._build.LINK_FLAGS). JIT-builds one head dim of one dtype in a fresh process."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    script = textwrap.dedent("""
+        import re, torch, flashcute
+        q = torch.randn(1, 64, 2, 64, device="cuda", dtype=torch.float16)
+        backends = ["sm80"] + (["sm90"] if torch.cuda.get_device_capability()[0] == 9 else [])
+        for backend in backends:
+            try:
+                flashcute.flash_attn_func(q, q, q, backend=backend)
+            except RuntimeError as error:
+                print("raised:", str(error).splitlines()[0])
+        big = torch.randn(1, 64, 2, 128, device="cuda", dtype=torch.bfloat16)
+        try:
+            flashcute.flash_attn_func(big, big, big, backend="sm80")
+        except RuntimeError as error:
+            print("raised:", str(error).splitlines()[0])
+        small = torch.randn(1, 64, 2, 64, device="cuda", dtype=torch.bfloat16)
+        print("ran:", flashcute.flash_attn_func(small, small, small).shape)
+    """)
+    env = {**os.environ, "FLASHCUTE_DTYPES": "bf16", "FLASHCUTE_HDIMS": "64", "FLASHCUTE_CACHE_DIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr[-3000:]}"
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("raised: flashcute.fwd: no sm80 kernel for float16 with head_dim 64 is in this build "
+                               "(built kernels: fwd_sm80_bf16_hdim64"), lines
+    if torch.cuda.get_device_capability()[0] == 9:
+        assert lines[1].startswith("raised: flashcute.fwd: no sm90 kernel for float16 with head_dim 64"), lines
+    assert any(line.startswith("raised: flashcute.fwd: no sm80 kernel for bfloat16 with head_dim 128") for line in lines)
+    assert lines[-1] == "ran: torch.Size([1, 64, 2, 64])"
 
 
 # ------------------------------------------------------------------------------------------- Python API
@@ -194,7 +230,7 @@ def test_backward_is_a_clear_error(library):
 
 @cuda
 def test_sm90_refuses_what_tma_cannot_address(library):
-    if torch.cuda.get_device_capability()[0] != 9 or not any(n.startswith("sm90") for n in torch.ops.flashcute.built_kernels()):
+    if torch.cuda.get_device_capability()[0] != 9 or not any(n.startswith("fwd_sm90") for n in torch.ops.flashcute.built_kernels()):
         pytest.skip("needs a Hopper GPU and the sm90 kernels")
     q, k, v = qkv()
     shared_k = k[:1].expand(2, -1, -1, -1)  # one k for the whole batch: batch stride 0, which TMA cannot encode

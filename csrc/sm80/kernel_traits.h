@@ -6,11 +6,13 @@
 #include <cute/tensor.hpp>
 #include <cutlass/numeric_types.h>
 
+#include "instantiations/kernel_table.h"
+
 namespace flashcute::sm80 {
 
 using namespace cute;
 
-template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, int kSoftmaxPartsFull_ = 4,
+template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, int kSoftmaxPartsNonCausal_ = 4,
           int kSoftmaxPartsCausal_ = 4>
 struct KernelTraits {
   using Element = Element_;
@@ -23,7 +25,7 @@ struct KernelTraits {
   static constexpr int kNThreads = kNWarps * 32;
   using TileShape_MNK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;
   // Partial results per row in the softmax's max and sum (common/utils.h row_reduce), per mask kind.
-  static constexpr int kSoftmaxPartsFull = kSoftmaxPartsFull_;
+  static constexpr int kSoftmaxPartsNonCausal = kSoftmaxPartsNonCausal_;
   static constexpr int kSoftmaxPartsCausal = kSoftmaxPartsCausal_;
 
   // Tensor cores: warps stacked along M, each warp owning 16-row slabs of the Q block.
@@ -75,15 +77,13 @@ struct KernelTraits {
   static constexpr int kSmemBytes = (kSmemQElems + 2 * kSmemKVElems) * sizeof(Element);
 };
 
-// The shipped configuration per head dim: FlashAttention-2's Ampere choices, except where the tile sweep
-// (benchmarks/sm80_tile_sweep, H200, see benchmarks/notes.md) measured better: hdim 64 with 128x64 (128x128
-// spills ~350 B/thread), hdim 256 with 64x64 on 4 warps. Softmax reductions: 4 partials per row, except one
-// serial chain for non-causal hdim 64 (4 partials measured 3-4% slower there, 3-10% faster for causal).
-template <typename Element, int kHeadDim> struct DefaultTraits;
-template <typename E> struct DefaultTraits<E, 64> { using type = KernelTraits<E, 64, 128, 64, 4, 1, 4>; };
-template <typename E> struct DefaultTraits<E, 96> { using type = KernelTraits<E, 96, 128, 64, 4>; };
-template <typename E> struct DefaultTraits<E, 128> { using type = KernelTraits<E, 128, 128, 64, 4>; };
-template <typename E> struct DefaultTraits<E, 192> { using type = KernelTraits<E, 192, 128, 64, 8>; };
-template <typename E> struct DefaultTraits<E, 256> { using type = KernelTraits<E, 256, 64, 64, 4>; };
+// The shipped configuration of a head dim: its row of flashcute/kernel_table.py (instantiations/kernel_table.h).
+template <typename Element, int kHeadDim>
+struct DefaultTraits {
+  using Tile = FwdTile<kHeadDim>;
+  static_assert(Tile::kShipped, "no SM80 forward tile for this head dim in flashcute/kernel_table.py");
+  using type = KernelTraits<Element, kHeadDim, Tile::kBlockM, Tile::kBlockN, Tile::kNWarps, Tile::kSoftmaxPartsNonCausal,
+                            Tile::kSoftmaxPartsCausal>;
+};
 
 }  // namespace flashcute::sm80

@@ -3,7 +3,7 @@
 
 #include <cuda_runtime.h>
 
-#include "common/flash_params.h"
+#include "common/params.h"
 #include "sm80/kernel.h"
 #include "sm80/kernel_traits.h"
 
@@ -20,14 +20,21 @@ void launch(FwdParams const& params, cudaStream_t stream) {
   kernel<<<grid, Traits::kNThreads, kSmemBytes, stream>>>(params);
 }
 
+// The registry's entry (common/registry.h) for one (dtype, head dim).
 template <typename Element, int kHeadDim>
-void run_fwd(FwdParams const& params, cudaStream_t stream) {
+struct FwdKernel {
   using Traits = typename DefaultTraits<Element, kHeadDim>::type;
-  if (params.causal) {
-    launch<Traits, true>(params, stream);
-  } else {
-    launch<Traits, false>(params, stream);
+
+  static void launch(FwdParams const& params, cudaStream_t stream) {
+    if (params.causal) {
+      sm80::launch<Traits, true>(params, stream);
+    } else {
+      sm80::launch<Traits, false>(params, stream);
+    }
   }
-}
+
+  // cp.async's 16-byte alignment is the op's own contract (flash_api.cpp checks it): any valid params run here.
+  static bool can_run(FwdParams const&, char*, int) { return true; }
+};
 
 }  // namespace flashcute::sm80

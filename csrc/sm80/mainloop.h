@@ -1,14 +1,33 @@
-// SM80 mainloop stages: predicated cp.async tile loads and the two tensor-core gemms with their
-// shared-memory -> register (ldmatrix) copies software-pipelined one k-slice ahead of the mma.sync.
+// The SM80 mainloop of one Q block: Q stays in shared memory, K/V blocks are walked from the last visible one
+// down to 0 (so the masked blocks come first and the rest run mask-free), and the online softmax rescales the O
+// accumulator in registers.
+//
+// Copies overlap the tensor cores with one K buffer and one V buffer:
+//   wait K(n) | issue V(n) | S = Q.K(n)^T, mask | wait V(n) | issue K(n-1) | softmax | O += P.V(n)
+// Loads are predicated cp.async; the gemms' shared-memory -> register (ldmatrix) copies run one k-slice ahead of
+// the mma.sync.
 #pragma once
 
 #include <cute/tensor.hpp>
+
+#include "common/block_range.h"
+#include "common/mask.h"
+#include "common/seqlen.h"
+#include "common/softmax.h"
+#include "common/utils.h"
 
 namespace flashcute::sm80 {
 
 using namespace cute;
 
+template <class Traits, bool kCausal>
 struct Mainloop {
+  using Element = typename Traits::Element;
+  using TileShape_MNK = typename Traits::TileShape_MNK;
+  static constexpr int kBlockM = Traits::kBlockM;
+  static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr int kSoftmaxParts = kCausal ? Traits::kSoftmaxPartsCausal : Traits::kSoftmaxPartsNonCausal;
+
   // gmem -> smem tile copy; columns >= col_end and (with kCheckRows) rows >= row_end are zero-filled (cp.async
   // ZFILL), so ragged tails and head dims below the instantiated one read as zeros and never touch memory.
   // tXcX: the identity tensor partitioned like the source, giving each copy vector's (row, col).
@@ -69,6 +88,106 @@ struct Mainloop {
   __device__ static constexpr auto acc_as_operand_a(AccLayout const& acc) {
     auto l = logical_divide(acc, Shape<Underscore, Underscore, _2>{});
     return make_layout(make_layout(get<0>(l), get<2, 0>(l)), get<1>(l), get<2, 1>(l));
+  }
+
+  // This thread's softmax state: one row per accumulator row it holds.
+  using Softmax = OnlineSoftmax<decltype(size<0>(make_rowcol_layout(
+                                    partition_fragment_C(typename Traits::TiledMma{},
+                                                         select<0, 1>(TileShape_MNK{})).layout())))::value,
+                                kSoftmaxParts>;
+
+  // gQ: (BLK_M, D) Q block; gK, gV: (BLK_N, D, n) K/V blocks; sQ, sK, sV: their shared-memory buffers.
+  // Accumulates the unnormalised O of the Q block into acc_o (MMA, MMA_M, MMA_D) and its statistics into softmax.
+  template <class TensorGQ, class TensorGKV, class TensorSQ, class TensorSKV, class TensorO>
+  __device__ static void mma(TensorGQ const& gQ, TensorGKV const& gK, TensorGKV const& gV, TensorSQ& sQ,
+                             TensorSKV& sK, TensorSKV& sV, TensorO& acc_o, Softmax& softmax, AttnParams const& params,
+                             SeqInfo const& seq, int m_block, KVBlockRange const& range, int tidx) {
+    Tensor sVt = make_tensor(sV.data(), typename Traits::SmemLayoutVt{});
+    Tensor sVtNoSwizzle = make_tensor(sV.data().get(), typename Traits::SmemLayoutVtNoSwizzle{});
+
+    // gmem -> smem partitions, with identity tensors giving each copy vector's (row, col) for predication.
+    typename Traits::GmemTiledCopyQKV gmem_tiled_copy_QKV;
+    auto gmem_thr_copy_QKV = gmem_tiled_copy_QKV.get_thread_slice(tidx);
+    Tensor tQgQ = gmem_thr_copy_QKV.partition_S(gQ);  // (CPY, CPY_M, CPY_D)
+    Tensor tQsQ = gmem_thr_copy_QKV.partition_D(sQ);
+    Tensor tKgK = gmem_thr_copy_QKV.partition_S(gK);  // (CPY, CPY_N, CPY_D, n)
+    Tensor tKsK = gmem_thr_copy_QKV.partition_D(sK);  // (CPY, CPY_N, CPY_D)
+    Tensor tVgV = gmem_thr_copy_QKV.partition_S(gV);
+    Tensor tVsV = gmem_thr_copy_QKV.partition_D(sV);
+    Tensor tQcQ = gmem_thr_copy_QKV.partition_S(make_identity_tensor(select<0, 2>(TileShape_MNK{})));
+    Tensor tKVcKV = gmem_thr_copy_QKV.partition_S(make_identity_tensor(select<1, 2>(TileShape_MNK{})));
+    static_assert(decltype(size<1>(tKgK))::value == decltype(size<1>(tKsK))::value);
+
+    // Tensor-core partitions: register fragments and their ldmatrix sources.
+    typename Traits::TiledMma tiled_mma;
+    auto thr_mma = tiled_mma.get_thread_slice(tidx);
+    Tensor tSrQ = thr_mma.partition_fragment_A(sQ);             // (MMA, MMA_M, MMA_D)
+    Tensor tSrK = thr_mma.partition_fragment_B(sK);             // (MMA, MMA_N, MMA_D)
+    Tensor tOrVt = thr_mma.partition_fragment_B(sVtNoSwizzle);  // (MMA, MMA_D, MMA_N)
+
+    auto smem_tiled_copy_Q = make_tiled_copy_A(typename Traits::SmemCopyAtom{}, tiled_mma);
+    auto smem_thr_copy_Q = smem_tiled_copy_Q.get_thread_slice(tidx);
+    Tensor tSsQ = smem_thr_copy_Q.partition_S(sQ);
+    auto smem_tiled_copy_K = make_tiled_copy_B(typename Traits::SmemCopyAtom{}, tiled_mma);
+    auto smem_thr_copy_K = smem_tiled_copy_K.get_thread_slice(tidx);
+    Tensor tSsK = smem_thr_copy_K.partition_S(sK);
+    auto smem_tiled_copy_V = make_tiled_copy_B(typename Traits::SmemCopyAtomTransposed{}, tiled_mma);
+    auto smem_thr_copy_V = smem_tiled_copy_V.get_thread_slice(tidx);
+    Tensor tOsVt = smem_thr_copy_V.partition_S(sVt);
+
+    // (row, col) inside the S block of each score this thread holds, for masking.
+    Tensor tScS = make_rowcol(thr_mma.partition_C(make_identity_tensor(select<0, 1>(TileShape_MNK{}))));
+    int const q_row_end = seq.seqlen_q - m_block * kBlockM;  // valid rows of this Q block
+
+    // Prologue: Q and the last visible K block (the only one that can be ragged) in flight.
+    int n_block = range.n_block_max - 1;
+    load_tile<true>(gmem_tiled_copy_QKV, tQgQ, tQsQ, tQcQ, q_row_end, params.head_dim);
+    load_tile<true>(gmem_tiled_copy_QKV, tKgK(_, _, _, n_block), tKsK, tKVcKV, seq.seqlen_k - n_block * kBlockN,
+                    params.head_dim);
+    cp_async_fence();
+
+    Tensor acc_o_rowcol = make_rowcol(acc_o);
+    auto step = [&](auto first, auto masked) __attribute__((always_inline)) {
+      constexpr bool kFirst = decltype(first)::value;
+      constexpr bool kMasked = decltype(masked)::value;
+      Tensor acc_s = partition_fragment_C(tiled_mma, select<0, 1>(TileShape_MNK{}));  // (MMA, MMA_M, MMA_N)
+      clear(acc_s);
+      cp_async_wait<0>();
+      __syncthreads();  // K(n) landed; every warp is done with V(n+1)
+      // Only the first (last visible) block can be ragged: the rows of every later block are all in range.
+      load_tile<kFirst>(gmem_tiled_copy_QKV, tVgV(_, _, _, n_block), tVsV, tKVcKV, seq.seqlen_k - n_block * kBlockN,
+                        params.head_dim);
+      cp_async_fence();
+
+      gemm_ss(acc_s, tSrQ, tSrK, tSsQ, tSsK, tiled_mma, smem_tiled_copy_Q, smem_tiled_copy_K, smem_thr_copy_Q,
+              smem_thr_copy_K);
+      Tensor scores = make_rowcol(acc_s);
+      if constexpr (kMasked) {
+        apply_mask<kCausal>(scores, tScS, m_block * kBlockM, n_block * kBlockN, seq.seqlen_k, seq.causal_offset);
+      }
+
+      cp_async_wait<0>();
+      __syncthreads();  // V(n) landed; every warp is done with K(n)
+      if (n_block > 0) {
+        load_tile<false>(gmem_tiled_copy_QKV, tKgK(_, _, _, n_block - 1), tKsK, tKVcKV, kBlockN, params.head_dim);
+        cp_async_fence();
+      }
+
+      softmax.template rescale<kFirst, kMasked>(scores, acc_o_rowcol, params.softmax_scale_log2);
+
+      Tensor rP = convert_type<Element>(acc_s);
+      Tensor tOrP = make_tensor(rP.data(), acc_as_operand_a(rP.layout()));
+      gemm_rs(acc_o, tOrP, tOrVt, tOsVt, tiled_mma, smem_tiled_copy_V, smem_thr_copy_V);
+    };
+
+    // Blocks [n_block_unmasked, n_block_max) hold the ragged tail and the causal diagonal.
+    if (n_block >= range.n_block_unmasked) {
+      step(cute::true_type{}, cute::true_type{});
+    } else {
+      step(cute::true_type{}, cute::false_type{});
+    }
+    for (--n_block; n_block >= range.n_block_unmasked; --n_block) { step(cute::false_type{}, cute::true_type{}); }
+    for (; n_block >= 0; --n_block) { step(cute::false_type{}, cute::false_type{}); }
   }
 };
 

@@ -7,12 +7,13 @@
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
 
-#include "common/flash_params.h"
+#include "common/params.h"
+#include "common/seqlen.h"
 #include "common/utils.h"
+#include "sm90/gmem.h"
 #include "sm90/kernel_traits.h"
-#include "sm90/mainloop.h"
+#include "sm90/named_barriers.h"
 #include "sm90/tile_scheduler.h"
-#include "sm90/warpgroup_pingpong.h"
 
 namespace flashcute::sm90 {
 
@@ -25,10 +26,8 @@ struct Epilogue {
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kNumMmaThreads = Traits::kNumMmaThreads;
 
-  using GmemTensorOut = decltype(make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)), ShapeQKVO{},
-                                             StrideQKVO{}));
   // One TMA store per consumer warpgroup: its 64-row slab of the tile.
-  using TmaStoreO = decltype(make_tma_copy(SM90_TMA_STORE{}, GmemTensorOut{}, typename Traits::SmemLayoutOSlab{},
+  using TmaStoreO = decltype(make_tma_copy(SM90_TMA_STORE{}, GmemTensorQKVO<Element>{}, typename Traits::SmemLayoutOSlab{},
                                            Shape<_64, Int<Traits::kHeadDim>>{}, _1{}));
 
   struct Params {
@@ -37,12 +36,10 @@ struct Epilogue {
   };
 
   static Params make_params(FwdParams const& p) {
-    ShapeQKVO const shape_o = make_shape(p.seqlen_q, p.head_dim, p.heads_q, p.batch);
-    Tensor mO = make_tensor(make_gmem_ptr(static_cast<Element*>(p.o_ptr)), shape_o,
-                            make_stride(p.o_row_stride, _1{}, p.o_head_stride, p.o_batch_stride));
+    Tensor mO = get<3>(make_gmem_tensors<Element>(p));
     return {make_tma_copy(SM90_TMA_STORE{}, mO, typename Traits::SmemLayoutOSlab{},
                           Shape<_64, Int<Traits::kHeadDim>>{}, _1{}),
-            shape_o};
+            mO.shape()};
   }
 
   CUTLASS_DEVICE static void prefetch_descriptors(Params const& params) {
@@ -58,15 +55,15 @@ struct Epilogue {
 
   // The thread holding column 0 of a row (one per quad) writes that row's LSE.
   template <class TensorLse>
-  CUTLASS_DEVICE static void store_lse(FwdParams const& fwd, TensorLse const& lse, WorkTile const& tile,
-                                       int thread_idx) {
+  CUTLASS_DEVICE static void store_lse(FwdParams const& fwd, SeqInfo const& seq, TensorLse const& lse,
+                                       WorkTile const& tile, int thread_idx) {
     Tensor tOcO = o_coords(thread_idx);
     if (get<1>(tOcO(0, 0)) != 0) { return; }
-    float* lse_ptr = fwd.lse_ptr + (int64_t(tile.batch) * fwd.heads_q + tile.head) * fwd.seqlen_q;
+    float* lse_ptr = lse_row0(fwd, seq, tile.head);
     CUTLASS_PRAGMA_UNROLL
     for (int mi = 0; mi < size(lse); ++mi) {
       int const row = tile.m_block * kBlockM + get<0>(tOcO(mi, 0));
-      if (row < fwd.seqlen_q) { lse_ptr[row] = lse(mi); }
+      if (row < seq.seqlen_q) { lse_ptr[row] = lse(mi); }
     }
   }
 
@@ -75,8 +72,9 @@ struct Epilogue {
   // That thread waits for its previous store before the slab is rewritten; where sO overlays the V stages,
   // every warpgroup's last P.V must have read them first, and each store is waited for before barrier_o.
   template <class SharedStorage, class FragO, class TensorLse>
-  CUTLASS_DEVICE static void store(Params const& params, FwdParams const& fwd, SharedStorage& shared,
-                                   FragO const& tOrO, TensorLse const& lse, WorkTile const& tile, int thread_idx) {
+  CUTLASS_DEVICE static void store(Params const& params, FwdParams const& fwd, SeqInfo const& seq,
+                                   SharedStorage& shared, FragO const& tOrO, TensorLse const& lse, WorkTile const& tile,
+                                   int thread_idx) {
     int const wg = thread_idx / cutlass::NumThreadsPerWarpGroup;
     bool const is_slab_leader = thread_idx % cutlass::NumThreadsPerWarpGroup == 0;
     uint32_t const slab_barrier = uint32_t(NamedBarrierId::kEpilogueSlabFirst) + wg;
@@ -114,7 +112,7 @@ struct Epilogue {
         shared.barrier_o.arrive();
       }
     }
-    store_lse(fwd, lse, tile, thread_idx);
+    store_lse(fwd, seq, lse, tile, thread_idx);
   }
 
   // Before the CTA exits: each warpgroup's last O store has read shared memory.
@@ -123,14 +121,14 @@ struct Epilogue {
   }
 
   // No row of this tile sees a key: O = 0 and LSE = -inf, written from registers.
-  CUTLASS_DEVICE static void store_empty(FwdParams const& fwd, WorkTile const& tile, int thread_idx) {
+  CUTLASS_DEVICE static void store_empty(FwdParams const& fwd, SeqInfo const& seq, WorkTile const& tile,
+                                         int thread_idx) {
     Tensor tOcO = o_coords(thread_idx);
-    Element* o_ptr = static_cast<Element*>(fwd.o_ptr) + tile.batch * fwd.o_batch_stride +
-                     tile.head * fwd.o_head_stride;
+    Element* o_ptr = o_row0<Element>(fwd, seq, tile.head);
     CUTLASS_PRAGMA_UNROLL
     for (int mi = 0; mi < size<0>(tOcO); ++mi) {
       int const row = tile.m_block * kBlockM + get<0>(tOcO(mi, 0));
-      if (row >= fwd.seqlen_q) { continue; }
+      if (row >= seq.seqlen_q) { continue; }
       CUTLASS_PRAGMA_UNROLL
       for (int dj = 0; dj < size<1>(tOcO); ++dj) {
         int const col = get<1>(tOcO(mi, dj));
@@ -139,7 +137,7 @@ struct Epilogue {
     }
     Tensor lse = make_tensor<float>(Shape<Int<decltype(size<0>(tOcO))::value>>{});
     fill(lse, -INFINITY);
-    store_lse(fwd, lse, tile, thread_idx);
+    store_lse(fwd, seq, lse, tile, thread_idx);
   }
 };
 

@@ -1,12 +1,9 @@
 // The SM90 forward kernel: persistent, warp-specialized. Warpgroup 0 produces (one thread issues every
 // TMA load), warpgroups 1.. consume (wgmma, online softmax, epilogue); setmaxnreg hands the producer's
 // registers to the consumers. Both sides walk the same static tile sequence (TileScheduler), so the only
-// communication is through the pipelines' mbarriers:
-//   pipeline_q   (1 stage)  Q tile        full: TMA bytes   empty: consumers after their last S gemm
-//   pipeline_k/v (kStages)  K / V blocks  full: TMA bytes   empty: consumers after the gemm reading it
-//   barrier_o               O staging     only where O overlays the V stages (kOAliasesV): one arrival
-//                                          per warpgroup's stored slab; the producer waits before the
-//                                          next tile's first V
+// communication is through mbarriers: the Q and K/V pipelines (pipelines.h), and barrier_o for the O staging
+// buffer where it overlays the V stages (kOAliasesV): one arrival per warpgroup's stored slab, which the
+// producer waits for before the next tile's first V.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -14,12 +11,14 @@
 #include <cutlass/pipeline/pipeline.hpp>
 
 #include "common/block_range.h"
-#include "common/flash_params.h"
+#include "common/params.h"
+#include "common/seqlen.h"
 #include "common/softmax.h"
 #include "common/utils.h"
 #include "sm90/epilogue.h"
 #include "sm90/kernel_traits.h"
 #include "sm90/mainloop.h"
+#include "sm90/pipelines.h"
 #include "sm90/tile_scheduler.h"
 #include "sm90/warpgroup_pingpong.h"
 
@@ -41,8 +40,6 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Element = typename Traits::Element;
   using TileShape_MNK = typename Traits::TileShape_MNK;
-  using PipelineQ = typename Traits::PipelineQ;
-  using PipelineKV = typename Traits::PipelineKV;
   using SharedStorage = typename Traits::SharedStorage;
   using Scheduler = TileScheduler<Traits::kBlockM, Traits::kCausal>;
   using PingPong = WarpGroupPingPong<Traits::kNumMmaWarpGroups>;
@@ -64,55 +61,36 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     shared.barrier_o.init(/*arrive_count=*/Traits::kNumMmaWarpGroups);  // one O slab store per warpgroup
   }
 
-  // Warp 0 initialises the pipelines' barriers; every consumer thread arrives on the empty barriers.
-  using Role = typename PipelineKV::ThreadCategory;
-  typename PipelineQ::Params q_params;
-  q_params.transaction_bytes = Traits::kTmaBytesQ;
-  q_params.role = is_producer ? PipelineQ::ThreadCategory::Producer : PipelineQ::ThreadCategory::Consumer;
-  q_params.is_leader = threadIdx.x == 0;
-  q_params.num_consumers = Traits::kNumMmaThreads;
-  typename PipelineKV::Params kv_params;
-  kv_params.transaction_bytes = Traits::kTmaBytesKV;
-  kv_params.role = is_producer ? Role::Producer : Role::Consumer;
-  kv_params.is_leader = threadIdx.x == 0;
-  kv_params.num_consumers = Traits::kNumMmaThreads;
-  PipelineQ pipeline_q(shared.pipeline_q, q_params, Shape<_1, _1, _1>{});
-  PipelineKV pipeline_k(shared.pipeline_k, kv_params, Shape<_1, _1, _1>{});
-  PipelineKV pipeline_v(shared.pipeline_v, kv_params, Shape<_1, _1, _1>{});
+  Pipelines<Traits> pipes(shared, is_producer);
   __syncthreads();  // barriers initialised (and fenced) before anyone waits on them
 
   if (is_producer) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
     if (threadIdx.x != 0) { return; }
-    auto q_state = cutlass::make_producer_start_state<PipelineQ>();
-    auto k_state = cutlass::make_producer_start_state<PipelineKV>();
-    auto v_state = cutlass::make_producer_start_state<PipelineKV>();
     int work_tiles = 0;
     for (int i = Scheduler::first(sched); i < Scheduler::end(sched); i = Scheduler::next(i)) {
       WorkTile const tile = Scheduler::get(sched, i);
       if (!tile.is_valid()) { continue; }
-      KVBlockRange const range = kv_block_range<kBlockM, kBlockN, kCausal>(params.fwd, tile.m_block);
+      SeqInfo const seq(params.fwd, tile.batch);
+      KVBlockRange const range = kv_block_range<kBlockM, kBlockN, kCausal>(seq, tile.m_block);
       if (range.n_block_max <= 0) { continue; }
       int const head_kv = tile.head / (params.fwd.heads_q / params.fwd.heads_kv);
-      Mainloop<Traits>::load(params.mainloop, shared, pipeline_q, pipeline_k, pipeline_v, q_state, k_state,
-                             v_state, tile, head_kv, range.n_block_max, work_tiles);
+      Mainloop<Traits>::load(params.mainloop, shared, pipes, tile, head_kv, range.n_block_max, work_tiles);
       ++work_tiles;
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
     int const thread_idx = threadIdx.x - cutlass::NumThreadsPerWarpGroup;
     int const wg = warp_group_idx - 1;
-    typename PipelineQ::PipelineState q_state;
-    typename PipelineKV::PipelineState k_state;
-    typename PipelineKV::PipelineState v_state;
     typename Traits::TiledMmaO tiled_mma_o;
     PingPong::start(wg);
     for (int i = Scheduler::first(sched); i < Scheduler::end(sched); i = Scheduler::next(i)) {
       WorkTile const tile = Scheduler::get(sched, i);
       if (!tile.is_valid()) { continue; }
-      KVBlockRange const range = kv_block_range<kBlockM, kBlockN, kCausal>(params.fwd, tile.m_block);
+      SeqInfo const seq(params.fwd, tile.batch);
+      KVBlockRange const range = kv_block_range<kBlockM, kBlockN, kCausal>(seq, tile.m_block);
       if (range.n_block_max <= 0) {
-        Epilogue<Traits>::store_empty(params.fwd, tile, thread_idx);
+        Epilogue<Traits>::store_empty(params.fwd, seq, tile, thread_idx);
         continue;
       }
       Tensor tOrO = partition_fragment_C(tiled_mma_o, select<0, 2>(TileShape_MNK{}));  // (MMA, MMA_M, MMA_D)
@@ -120,11 +98,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       // 2 rows per thread per 64-row atom.
       OnlineSoftmax<2 * decltype(size<1>(tOrO))::value, Traits::kSoftmaxReduceParts, Traits::kSkipUnchangedRescale>
           softmax;
-      Mainloop<Traits>::mma(shared, pipeline_q, pipeline_k, pipeline_v, q_state, k_state, v_state, tOrO, softmax,
-                            params.fwd, tile.m_block, range, thread_idx, wg);
+      Mainloop<Traits>::mma(shared, pipes, tOrO, softmax, params.fwd, seq, tile.m_block, range, thread_idx, wg);
       Tensor acc_o = make_rowcol(tOrO);
       Tensor lse = softmax.finalize(acc_o, params.fwd.softmax_scale);
-      Epilogue<Traits>::store(params.epilogue, params.fwd, shared, tOrO, lse, tile, thread_idx);
+      Epilogue<Traits>::store(params.epilogue, params.fwd, seq, shared, tOrO, lse, tile, thread_idx);
     }
     PingPong::finish(wg);
     Epilogue<Traits>::finish(thread_idx);

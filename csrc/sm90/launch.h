@@ -1,16 +1,16 @@
-// Host side of the SM90 forward: checks what TMA requires (requirements.h), encodes the tensor maps (passed
-// to the kernel as __grid_constant__ parameters, nothing allocated), sizes the persistent grid and launches
-// on the caller's stream. The kernel variant follows the causal flag and, where a head dim has a long-sequence
-// tile (kernel_traits.h LongSeqlenKTile), seqlen_k.
+// Host side of the SM90 forward: says whether TMA can address the inputs (requirements.h), encodes the tensor
+// maps (passed to the kernel as __grid_constant__ parameters, nothing allocated), sizes the persistent grid and
+// launches on the caller's stream. The kernel variant follows the causal flag and, where a head dim has a
+// long-seqlen_k tile (kernel_table.h FwdTile<d, kNonCausalLongK>), seqlen_k.
 #pragma once
 
 #include <cstdint>
-#include <stdexcept>
+#include <cstring>
 #include <string>
 
 #include <cuda_runtime.h>
 
-#include "common/flash_params.h"
+#include "common/params.h"
 #include "sm90/kernel.h"
 #include "sm90/kernel_traits.h"
 #include "sm90/requirements.h"
@@ -54,27 +54,33 @@ void launch(FwdParams const& params, cudaStream_t stream) {
   kernel<<<grid, Traits::kNumThreads, kSmemBytes, stream>>>(kernel_params);
 }
 
+// The registry's entry (common/registry.h) for one (dtype, head dim).
 template <typename Element, int kHeadDim>
-void run_fwd(FwdParams const& params, cudaStream_t stream) {
-  std::string const reason = unsupported_reason(params, sizeof(Element));
-  if (!reason.empty()) { throw std::invalid_argument("flashcute sm90 backend: " + reason); }
-  if (params.head_dim > kHeadDim) {
-    throw std::invalid_argument("flashcute sm90 backend: head_dim " + std::to_string(params.head_dim) +
-                                " exceeds this kernel's " + std::to_string(kHeadDim));
+struct FwdKernel {
+  static bool can_run(FwdParams const& params, char* why, int why_size) {
+    std::string const reason = unsupported_reason(params, sizeof(Element));
+    if (!reason.empty() && why_size > 0) {
+      std::strncpy(why, reason.c_str(), why_size - 1);
+      why[why_size - 1] = '\0';
+    }
+    return reason.empty();
   }
-  if (params.batch == 0 || params.heads_q == 0 || params.seqlen_q == 0) { return; }
-  FwdParams const tma_params = with_tma_strides(params);
-  if (params.causal) {
-    launch<KernelTraits<Element, kHeadDim, true>>(tma_params, stream);
-    return;
-  }
-  if constexpr (LongSeqlenKTile<kHeadDim, false>::kBlockN > 0) {
-    if (params.seqlen_k >= kLongSeqlenKMin) {
-      launch<KernelTraits<Element, kHeadDim, false, true>>(tma_params, stream);
+
+  static void launch(FwdParams const& params, cudaStream_t stream) {
+    if (params.batch == 0 || params.heads_q == 0 || params.seqlen_q == 0) { return; }
+    FwdParams const tma_params = with_tma_strides(params);
+    if (params.causal) {
+      sm90::launch<KernelTraits<Element, kHeadDim, true>>(tma_params, stream);
       return;
     }
+    if constexpr (FwdTile<kHeadDim, FwdVariant::kNonCausalLongK>::kShipped) {
+      if (params.seqlen_k >= kLongSeqlenKMin) {
+        sm90::launch<KernelTraits<Element, kHeadDim, false, true>>(tma_params, stream);
+        return;
+      }
+    }
+    sm90::launch<KernelTraits<Element, kHeadDim, false>>(tma_params, stream);
   }
-  launch<KernelTraits<Element, kHeadDim, false>>(tma_params, stream);
-}
+};
 
 }  // namespace flashcute::sm90

@@ -20,11 +20,14 @@
 #include <cutlass/pipeline/pipeline.hpp>
 
 #include "common/block_range.h"
-#include "common/flash_params.h"
 #include "common/mask.h"
+#include "common/params.h"
+#include "common/seqlen.h"
 #include "common/softmax.h"
 #include "common/utils.h"
+#include "sm90/gmem.h"
 #include "sm90/kernel_traits.h"
+#include "sm90/pipelines.h"
 #include "sm90/tile_scheduler.h"
 #include "sm90/warpgroup_pingpong.h"
 
@@ -32,25 +35,17 @@ namespace flashcute::sm90 {
 
 using namespace cute;
 
-// Global tensors as TMA sees them: (seqlen, head_dim, heads, batch), head_dim contiguous, 64-bit strides.
-using ShapeQKVO = Shape<int32_t, int32_t, int32_t, int32_t>;
-using StrideQKVO = Stride<int64_t, _1, int64_t, int64_t>;
-
 template <class Traits>
 struct Mainloop {
   using Element = typename Traits::Element;
   using TileShape_MNK = typename Traits::TileShape_MNK;
-  using PipelineQ = typename Traits::PipelineQ;
-  using PipelineKV = typename Traits::PipelineKV;
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr bool kCausal = Traits::kCausal;
 
-  using GmemTensorIn = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeQKVO{},
-                                            StrideQKVO{}));
-  using TmaLoadQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensorIn{}, typename Traits::SmemLayoutQ{},
+  using TmaLoadQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensorQKVO<Element>{}, typename Traits::SmemLayoutQ{},
                                           select<0, 2>(TileShape_MNK{}), _1{}));
-  using TmaLoadKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensorIn{},
+  using TmaLoadKV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensorQKVO<Element>{},
                                            take<0, 2>(typename Traits::SmemLayoutK{}),
                                            select<1, 2>(TileShape_MNK{}), _1{}));
 
@@ -63,22 +58,13 @@ struct Mainloop {
   };
 
   static Params make_params(FwdParams const& p) {
-    ShapeQKVO const shape_q = make_shape(p.seqlen_q, p.head_dim, p.heads_q, p.batch);
-    // A tensor map cannot have an empty extent; with seqlen_k == 0 no tile loads K/V anyway.
-    ShapeQKVO const shape_kv = make_shape(p.seqlen_k > 0 ? p.seqlen_k : 1, p.head_dim, p.heads_kv, p.batch);
-    auto gmem = [](void const* ptr, ShapeQKVO const& shape, int64_t row, int64_t head, int64_t batch) {
-      return make_tensor(make_gmem_ptr(static_cast<Element const*>(ptr)), shape,
-                         make_stride(row, _1{}, head, batch));
-    };
-    Tensor mQ = gmem(p.q_ptr, shape_q, p.q_row_stride, p.q_head_stride, p.q_batch_stride);
-    Tensor mK = gmem(p.k_ptr, shape_kv, p.k_row_stride, p.k_head_stride, p.k_batch_stride);
-    Tensor mV = gmem(p.v_ptr, shape_kv, p.v_row_stride, p.v_head_stride, p.v_batch_stride);
+    auto [mQ, mK, mV, mO] = make_gmem_tensors<Element>(p);
     return {make_tma_copy(SM90_TMA_LOAD{}, mQ, typename Traits::SmemLayoutQ{}, select<0, 2>(TileShape_MNK{}), _1{}),
             make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename Traits::SmemLayoutK{}),
                           select<1, 2>(TileShape_MNK{}), _1{}),
             make_tma_copy(SM90_TMA_LOAD{}, mV, take<0, 2>(typename Traits::SmemLayoutV{}),
                           select<1, 2>(TileShape_MNK{}), _1{}),
-            shape_q, shape_kv};
+            mQ.shape(), mK.shape()};
   }
 
   CUTLASS_DEVICE static void prefetch_descriptors(Params const& params) {
@@ -89,11 +75,9 @@ struct Mainloop {
 
   // Producer, one thread. work_tiles_before: tiles with work this CTA loaded earlier. Where O is staged over
   // the V stages, the first V of this tile waits for the previous tile's O store (barrier_o).
-  template <class SharedStorage, class StateQ, class StateKV>
-  CUTLASS_DEVICE static void load(Params const& params, SharedStorage& shared, PipelineQ& pipeline_q,
-                                  PipelineKV& pipeline_k, PipelineKV& pipeline_v, StateQ& q_state,
-                                  StateKV& k_state, StateKV& v_state, WorkTile const& tile, int head_kv,
-                                  int n_block_max, int work_tiles_before) {
+  template <class SharedStorage>
+  CUTLASS_DEVICE static void load(Params const& params, SharedStorage& shared, Pipelines<Traits>& pipes,
+                                  WorkTile const& tile, int head_kv, int n_block_max, int work_tiles_before) {
     Tensor mQ = params.tma_load_q.get_tma_tensor(params.shape_q);
     Tensor mK = params.tma_load_k.get_tma_tensor(params.shape_kv);
     Tensor mV = params.tma_load_v.get_tma_tensor(params.shape_kv);
@@ -123,21 +107,21 @@ struct Mainloop {
     Tensor tVsV = get<1>(tma_v);  // (TMA, stage)
 
     auto load_k = [&](int n_block) CUTLASS_LAMBDA_FUNC_INLINE {
-      pipeline_k.producer_acquire(k_state);
-      copy(params.tma_load_k.with(*pipeline_k.producer_get_barrier(k_state)), tKgK(_, n_block),
-           tKsK(_, k_state.index()));
-      ++k_state;
+      pipes.k.producer_acquire(pipes.k_state);
+      copy(params.tma_load_k.with(*pipes.k.producer_get_barrier(pipes.k_state)), tKgK(_, n_block),
+           tKsK(_, pipes.k_state.index()));
+      ++pipes.k_state;
     };
     auto load_v = [&](int n_block) CUTLASS_LAMBDA_FUNC_INLINE {
-      pipeline_v.producer_acquire(v_state);
-      copy(params.tma_load_v.with(*pipeline_v.producer_get_barrier(v_state)), tVgV(_, n_block),
-           tVsV(_, v_state.index()));
-      ++v_state;
+      pipes.v.producer_acquire(pipes.v_state);
+      copy(params.tma_load_v.with(*pipes.v.producer_get_barrier(pipes.v_state)), tVgV(_, n_block),
+           tVsV(_, pipes.v_state.index()));
+      ++pipes.v_state;
     };
 
-    pipeline_q.producer_acquire(q_state);
-    copy(params.tma_load_q.with(*pipeline_q.producer_get_barrier(q_state)), tQgQ, tQsQ);
-    ++q_state;
+    pipes.q.producer_acquire(pipes.q_state);
+    copy(params.tma_load_q.with(*pipes.q.producer_get_barrier(pipes.q_state)), tQgQ, tQsQ);
+    ++pipes.q_state;
 
     int n_block = n_block_max - 1;
     load_k(n_block);
@@ -181,11 +165,10 @@ struct Mainloop {
   }
 
   // Consumer warpgroups: O (unnormalised, tOrO) and the softmax statistics of one Q tile.
-  template <class SharedStorage, class StateQ, class StateKV, class FragO, class Softmax>
-  CUTLASS_DEVICE static void mma(SharedStorage& shared, PipelineQ& pipeline_q, PipelineKV& pipeline_k,
-                                 PipelineKV& pipeline_v, StateQ& q_state, StateKV& k_state, StateKV& v_state,
-                                 FragO& tOrO, Softmax& softmax, FwdParams const& fwd, int m_block,
-                                 KVBlockRange const& range, int thread_idx, int wg) {
+  template <class SharedStorage, class FragO, class Softmax>
+  CUTLASS_DEVICE static void mma(SharedStorage& shared, Pipelines<Traits>& pipes, FragO& tOrO, Softmax& softmax,
+                                 FwdParams const& fwd, SeqInfo const& seq, int m_block, KVBlockRange const& range,
+                                 int thread_idx, int wg) {
     using PingPong = WarpGroupPingPong<Traits::kNumMmaWarpGroups>;
     typename Traits::TiledMmaS tiled_mma_s;
     typename Traits::TiledMmaO tiled_mma_o;
@@ -225,8 +208,7 @@ struct Mainloop {
       constexpr bool kFirst = decltype(first)::value;
       constexpr bool kMasked = decltype(masked)::value;
       if constexpr (kMasked) {
-        apply_mask<kCausal>(scores, tScS, m_block * kBlockM, n_block * kBlockN, fwd.seqlen_k,
-                            fwd.causal_offset);
+        apply_mask<kCausal>(scores, tScS, m_block * kBlockM, n_block * kBlockN, seq.seqlen_k, seq.causal_offset);
       }
       fill(correction, 1.f);
       if constexpr (Traits::kSkipUnchangedRescale && !kFirst) {
@@ -241,20 +223,20 @@ struct Mainloop {
       }
     };
     auto issue_s = [&]() CUTLASS_LAMBDA_FUNC_INLINE {
-      gemm</*kZeroInit=*/true>(tiled_mma_s, tSrQ, tSrK(_, _, _, k_state.index()), tSrS);
+      gemm</*kZeroInit=*/true>(tiled_mma_s, tSrQ, tSrK(_, _, _, pipes.k_state.index()), tSrS);
     };
     auto issue_pv = [&]() CUTLASS_LAMBDA_FUNC_INLINE {
-      gemm</*kZeroInit=*/false>(tiled_mma_o, tOrP, tOrV(_, _, _, v_state.index()), tOrO);
+      gemm</*kZeroInit=*/false>(tiled_mma_o, tOrP, tOrV(_, _, _, pipes.v_state.index()), tOrO);
     };
     auto release_k = [&](int n_block) CUTLASS_LAMBDA_FUNC_INLINE {
-      pipeline_k.consumer_release(k_state);
-      ++k_state;
-      if (n_block == 0) { pipeline_q.consumer_release(q_state); }  // the tile's last use of Q
+      pipes.k.consumer_release(pipes.k_state);
+      ++pipes.k_state;
+      if (n_block == 0) { pipes.q.consumer_release(pipes.q_state); }  // the tile's last use of Q
     };
 
     int n_block = range.n_block_max - 1;
-    pipeline_q.consumer_wait(q_state);
-    pipeline_k.consumer_wait(k_state);
+    pipes.q.consumer_wait(pipes.q_state);
+    pipes.k.consumer_wait(pipes.k_state);
     PingPong::wait_turn(wg);
     issue_s();
     PingPong::pass_turn(wg);
@@ -269,11 +251,11 @@ struct Mainloop {
     convert_into(tSrS, tOrP);
 
     auto step = [&](auto masked) CUTLASS_LAMBDA_FUNC_INLINE {
-      pipeline_k.consumer_wait(k_state);
+      pipes.k.consumer_wait(pipes.k_state);
       PingPong::wait_turn(wg);
       issue_s();
       if constexpr (!Traits::kRescaleOutsideTurn) { rescale_o(); }
-      pipeline_v.consumer_wait(v_state);
+      pipes.v.consumer_wait(pipes.v_state);
       issue_pv();
       PingPong::pass_turn(wg);
       warpgroup_wait<1>();  // S done; P.V still running
@@ -283,8 +265,8 @@ struct Mainloop {
       warpgroup_wait<0>();
       warpgroup_fence_operand(tOrO);
       warpgroup_fence_operand(tOrP);
-      pipeline_v.consumer_release(v_state);
-      ++v_state;
+      pipes.v.consumer_release(pipes.v_state);
+      ++pipes.v_state;
       if constexpr (Traits::kRescaleOutsideTurn) { rescale_o(); }  // for the next P.V
       convert_into(tSrS, tOrP);
     };
@@ -292,16 +274,16 @@ struct Mainloop {
     for (; n_block >= 0; --n_block) { step(cute::false_type{}); }
 
     if constexpr (!Traits::kRescaleOutsideTurn) { rescale_o(); }
-    pipeline_v.consumer_wait(v_state);
+    pipes.v.consumer_wait(pipes.v_state);
     PingPong::wait_turn(wg);
     issue_pv();
     PingPong::pass_turn(wg);
     warpgroup_wait<0>();
     warpgroup_fence_operand(tOrO);
     warpgroup_fence_operand(tOrP);
-    pipeline_v.consumer_release(v_state);
-    ++v_state;
-    ++q_state;
+    pipes.v.consumer_release(pipes.v_state);
+    ++pipes.v_state;
+    ++pipes.q_state;
   }
 };
 

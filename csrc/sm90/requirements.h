@@ -1,5 +1,5 @@
-// What the SM90 kernel needs from its inputs beyond the op's contract, checked on the host (torch-free and
-// CUTLASS-free, so the torch-facing file can ask before choosing this backend). TMA reads and writes
+// What the SM90 kernel needs from its inputs beyond the op's contract, checked on the host before a launch
+// (launch.h FwdKernel::can_run, which the registry asks when it picks a backend). TMA reads and writes
 // through tensor maps: 16-byte aligned base addresses and strides that are positive multiples of 16 bytes
 // below 2^40 (so no broadcast stride 0). A stride of a dimension with one index is never used and is not
 // checked.
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/flash_params.h"
+#include "common/params.h"
 
 namespace flashcute::sm90 {
 

@@ -12,7 +12,7 @@
 
 #include <cute/config.hpp>
 
-#include "common/flash_params.h"
+#include "common/params.h"
 
 namespace flashcute::sm90 {
 

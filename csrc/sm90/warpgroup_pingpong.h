@@ -8,17 +8,13 @@
 
 #include <cutlass/arch/barrier.h>
 
-namespace flashcute::sm90 {
+#include "sm90/named_barriers.h"
 
-// User ids of cutlass::arch::NamedBarrier (it offsets them past CUTLASS's reserved ids).
-enum class NamedBarrierId : uint32_t {
-  kEpilogue = 0,          // all consumer threads, before O overwrites the V stages (kOAliasesV)
-  kTurnFirst = 1,         // kTurnFirst + i: the turn of consumer warpgroup i
-  kEpilogueSlabFirst = 4  // kEpilogueSlabFirst + i: consumer warpgroup i around its O slab
-};
+namespace flashcute::sm90 {
 
 template <int kNumMmaWarpGroups>
 struct WarpGroupPingPong {
+  static_assert(kNumMmaWarpGroups <= kMaxMmaWarpGroups);
   static constexpr uint32_t kThreads = 2 * cutlass::NumThreadsPerWarpGroup;
 
   CUTLASS_DEVICE static uint32_t turn(int wg) { return uint32_t(NamedBarrierId::kTurnFirst) + wg; }

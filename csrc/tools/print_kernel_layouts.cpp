@@ -19,6 +19,7 @@ void __syncthreads();
 
 #include <cute/tensor.hpp>
 
+#include "instantiations/kernel_table.h"
 #include "sm80/kernel_traits.h"
 #include "sm90/kernel_traits.h"
 
@@ -98,15 +99,6 @@ void print_sm80() {
   printf("\n");
 }
 
-template <class Element>
-void print_sm80_all() {
-  print_sm80<typename flashcute::sm80::DefaultTraits<Element, 64>::type>();
-  print_sm80<typename flashcute::sm80::DefaultTraits<Element, 96>::type>();
-  print_sm80<typename flashcute::sm80::DefaultTraits<Element, 128>::type>();
-  print_sm80<typename flashcute::sm80::DefaultTraits<Element, 192>::type>();
-  print_sm80<typename flashcute::sm80::DefaultTraits<Element, 256>::type>();
-}
-
 template <class TiledMma>
 void mma_fields(char const* name, TiledMma const& tiled_mma) {
   printf("%s.atom_Shape_MNK: ", name);
@@ -134,7 +126,7 @@ void print_sm90() {
   field("kHeadDim", Traits::kHeadDim);
   field("kStages", Traits::kStages);
   field("kLongSeqlenK", int(Traits::kLongSeqlenK));
-  field("kLongSeqlenKMin", flashcute::sm90::kLongSeqlenKMin);
+  field("kLongSeqlenKMin", flashcute::kLongSeqlenKMin);
   field("kNumMmaWarpGroups", Traits::kNumMmaWarpGroups);
   field("kNumMmaThreads", Traits::kNumMmaThreads);
   field("kNumThreads", Traits::kNumThreads);
@@ -163,22 +155,23 @@ void print_sm90() {
   printf("\n");
 }
 
-template <class Element, int kHeadDim>
-void print_sm90_variants() {
-  print_sm90<flashcute::sm90::KernelTraits<Element, kHeadDim, false>>();
-  print_sm90<flashcute::sm90::KernelTraits<Element, kHeadDim, true>>();
-  if constexpr (flashcute::sm90::LongSeqlenKTile<kHeadDim, false>::kBlockN > 0) {
-    print_sm90<flashcute::sm90::KernelTraits<Element, kHeadDim, false, true>>();
-  }
+// Every row of flashcute/kernel_table.py, in its order (instantiations/kernel_table.h's lists).
+template <class Element>
+void print_sm80_all() {
+#define FLASHCUTE_PRINT_SM80(HEAD_DIM, VARIANT) \
+  print_sm80<typename flashcute::sm80::DefaultTraits<Element, HEAD_DIM>::type>();
+  FLASHCUTE_FWD_SM80_KERNELS(FLASHCUTE_PRINT_SM80)
+#undef FLASHCUTE_PRINT_SM80
 }
 
 template <class Element>
 void print_sm90_all() {
-  print_sm90_variants<Element, 64>();
-  print_sm90_variants<Element, 96>();
-  print_sm90_variants<Element, 128>();
-  print_sm90_variants<Element, 192>();
-  print_sm90_variants<Element, 256>();
+  using flashcute::FwdVariant;
+#define FLASHCUTE_PRINT_SM90(HEAD_DIM, VARIANT)                                                                \
+  print_sm90<flashcute::sm90::KernelTraits<Element, HEAD_DIM, FwdVariant::VARIANT == FwdVariant::kCausal,      \
+                                           FwdVariant::VARIANT == FwdVariant::kNonCausalLongK>>();
+  FLASHCUTE_FWD_SM90_KERNELS(FLASHCUTE_PRINT_SM90)
+#undef FLASHCUTE_PRINT_SM90
 }
 
 }  // namespace

@@ -1,12 +1,15 @@
-// The plain parameter struct that crosses from the torch-facing file (flash_api.cpp) to the kernels.
+// The plain parameter structs that cross from the torch-facing file (flash_api.cpp) to the kernels.
 // Torch-free on purpose: kernel translation units include only CUDA and CUTLASS headers.
+//
+// AttnParams holds what every attention op shares (the Q/K/V/O tensors and the LSE, shapes, scale and mask);
+// each op's struct derives from it and adds its own parts.
 #pragma once
 
 #include <cstdint>
 
 namespace flashcute {
 
-struct FwdParams {
+struct AttnParams {
   // Tensors in (batch, seqlen, heads, head_dim) order; the head_dim stride is 1.
   const void* __restrict__ q_ptr;
   const void* __restrict__ k_ptr;
@@ -23,19 +26,23 @@ struct FwdParams {
   int batch;
   int heads_q;
   int heads_kv;       // heads_q % heads_kv == 0; query head h reads key/value head h / (heads_q / heads_kv)
-  int seqlen_q;
+  int seqlen_q;       // per batch: common/seqlen.h SeqInfo gives each tile its batch's lengths and offsets
   int seqlen_k;
   int head_dim;       // the caller's head dim (multiple of 8, <= the kernel's instantiated kHeadDim)
 
   float softmax_scale;       // applied to Q.K^T before the softmax
   float softmax_scale_log2;  // softmax_scale * log2(e): the kernels use exp2
 
+  // Mask: with causal, key j is visible to query i iff j <= i + SeqInfo::causal_offset, aligned bottom-right
+  // (offset seqlen_k - seqlen_q, FlashAttention's convention) or, with causal_top_left, top-left (offset 0,
+  // torch SDPA's).
   bool causal;
-  // Key j is visible to query i iff j <= i + causal_offset (only when causal).
-  // seqlen_k - seqlen_q aligns the diagonal bottom-right (FlashAttention), 0 top-left (torch SDPA).
-  int causal_offset;
+  bool causal_top_left;
 
   int num_sms;  // multiprocessors of the device, for persistent schedulers
 };
+
+// The forward writes O and the LSE of the base; it adds nothing of its own yet.
+struct FwdParams : AttnParams {};
 
 }  // namespace flashcute

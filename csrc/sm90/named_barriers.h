@@ -1,0 +1,28 @@
+// Named barriers of the SM90 forward (ids passed to cutlass::arch::NamedBarrier, which offsets them past
+// CUTLASS's reserved ids). Each user owns a range; the static_asserts keep the ranges apart and within the 16
+// hardware barriers.
+#pragma once
+
+#include <cstdint>
+
+#include <cutlass/arch/barrier.h>
+
+namespace flashcute::sm90 {
+
+constexpr int kMaxMmaWarpGroups = 3;
+
+enum class NamedBarrierId : uint32_t {
+  kEpilogue = 0,                                        // all consumer threads, before O overwrites V stages
+  kTurnFirst = 1,                                       // + i: the ping-pong turn of consumer warpgroup i
+  kEpilogueSlabFirst = kTurnFirst + kMaxMmaWarpGroups,  // + i: consumer warpgroup i around its O slab
+  kEnd = kEpilogueSlabFirst + kMaxMmaWarpGroups         // one past the last id
+};
+
+static_assert(uint32_t(NamedBarrierId::kEpilogue) < uint32_t(NamedBarrierId::kTurnFirst));
+static_assert(uint32_t(NamedBarrierId::kTurnFirst) + kMaxMmaWarpGroups <=
+              uint32_t(NamedBarrierId::kEpilogueSlabFirst));
+static_assert(uint32_t(NamedBarrierId::kEnd) + cutlass::arch::NamedBarrier::ReservedNamedBarrierCount <=
+                  cutlass::arch::NamedBarrier::HardwareMaxNumNamedBarriers,
+              "more named barriers than the hardware has");
+
+}  // namespace flashcute::sm90
