@@ -21,7 +21,7 @@ from tests.layout import oracle  # noqa: E402
 
 PROGRAM = ROOT / "tests" / "sm90_scheduler" / "enumerate.cpp"
 HEADERS = [ROOT / "csrc" / "sm90" / "tile_scheduler.h", ROOT / "csrc" / "common" / "block_range.h",
-           ROOT / "csrc" / "common" / "flash_params.h"]
+           ROOT / "csrc" / "common" / "params.h", ROOT / "csrc" / "common" / "seqlen.h"]
 
 
 @lru_cache(maxsize=None)

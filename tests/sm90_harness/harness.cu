@@ -34,7 +34,7 @@
 
 #include <cutlass/numeric_types.h>
 
-#include "common/flash_params.h"
+#include "common/params.h"
 #include "common/registry.h"
 
 #define CHECK_CUDA(expr)                                                                              \
@@ -48,14 +48,16 @@
 
 namespace flashcute {
 
+using FwdLauncher = Kernel<FwdParams>::Launch;
+
 // The harness is its own kernel registry (flash_api.cpp's is the torch-facing one).
 std::map<std::pair<DType, int>, FwdLauncher>& sm90_launchers() {
   static std::map<std::pair<DType, int>, FwdLauncher> launchers;
   return launchers;
 }
 
-bool register_fwd(Arch arch, DType dtype, int head_dim, FwdLauncher launcher) {
-  if (arch == Arch::kSm90) { sm90_launchers()[{dtype, head_dim}] = launcher; }
+bool register_kernel(Kernel<FwdParams> const& kernel) {
+  if (kernel.key.arch == Arch::kSm90) { sm90_launchers()[{kernel.key.dtype, kernel.key.head_dim}] = kernel.launch; }
   return true;
 }
 
@@ -78,7 +80,7 @@ char const* layout_name(Layout l) {
 struct Case {
   int batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim;
   bool causal;
-  bool top_left;   // causal_offset 0 (torch SDPA) instead of seqlen_k - seqlen_q (FlashAttention)
+  bool top_left;   // diagonal top-left (torch SDPA) instead of bottom-right (FlashAttention)
   Layout layout;
   int head_pad;    // extra columns after head_dim in every head of q/k/v/o: NaN in inputs, poison in o
   int num_sms;     // 0: the device's; small values force many tiles through each persistent CTA
@@ -119,7 +121,7 @@ __global__ void reference_kernel(FwdParams p, double* out, double* lse) {
   double local_max = -INFINITY;
   for (int j = tid; j < p.seqlen_k; j += blockDim.x) {
     double s = -INFINITY;
-    if (!p.causal || j <= i + p.causal_offset) {
+    if (!p.causal || j <= i + (p.causal_top_left ? 0 : p.seqlen_k - p.seqlen_q)) {
       double acc = 0;
       for (int d = 0; d < p.head_dim; ++d) { acc += to_double(q[d]) * to_double(k[j * p.k_row_stride + d]); }
       s = kLowPrecision ? to_double(Element(float(acc * p.softmax_scale))) : acc * p.softmax_scale;
@@ -259,7 +261,7 @@ bool run_case(Case const& c, DType dtype, int kernel_hdim, FwdLauncher launcher,
   p.softmax_scale = 1.f / std::sqrt(float(c.head_dim));
   p.softmax_scale_log2 = p.softmax_scale * kLog2e;
   p.causal = c.causal;
-  p.causal_offset = c.top_left ? 0 : c.seqlen_k - c.seqlen_q;
+  p.causal_top_left = c.top_left;
   int device = 0;
   CHECK_CUDA(cudaGetDevice(&device));
   CHECK_CUDA(cudaDeviceGetAttribute(&p.num_sms, cudaDevAttrMultiProcessorCount, device));
@@ -362,7 +364,7 @@ std::vector<Case> cases_for(int hdim) {
       {2, 113, 203, 4, 2, d_small, true, false, Layout::kBSHD, 8, 0},
       {1, 333, 517, 2, 1, d_small, false, false, Layout::kBHSD, 16, 5},
       {1, 256, 256, 2, 2, d, true, false, Layout::kBSHD, 8, 0},
-      // seqlen_k >= 4096: the head dims with a long-sequence tile launch it (kernel_traits.h LongSeqlenKTile)
+      // seqlen_k >= 4096: the head dims with a long-sequence tile launch it (kernel_table.h FwdTile<d, kNonCausalLongK>)
       {2, 300, 4100, 4, 2, d, false, false, Layout::kBHSD, 0, 3},
       {1, 129, 4500, 2, 2, d_small, false, false, Layout::kBSHD, 8, 0},
   };
@@ -432,7 +434,7 @@ void bench(DType dtype, int hdim, FwdLauncher launcher, bool sustained) {
       p.softmax_scale = 1.f / std::sqrt(float(hdim));
       p.softmax_scale_log2 = p.softmax_scale * kLog2e;
       p.causal = causal;
-      p.causal_offset = 0;
+      p.causal_top_left = true;
       CHECK_CUDA(cudaDeviceGetAttribute(&p.num_sms, cudaDevAttrMultiProcessorCount, 0));
       float ms = time_launches(launcher, p, 3);
       // The timed launches in parts, each followed by a clock probe (100 us after ~50 ms when sustained).

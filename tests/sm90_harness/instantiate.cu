@@ -4,4 +4,4 @@
 #include "common/registry.h"
 #include "sm90/launch.h"
 
-FLASHCUTE_REGISTER_FWD(kSm90, FC_DTYPE, FC_ELEMENT, FC_HEAD_DIM, flashcute::sm90::run_fwd);
+FLASHCUTE_REGISTER_KERNEL(kFwd, kSm90, FC_DTYPE, FC_ELEMENT, FC_HEAD_DIM, flashcute::sm90::FwdKernel);

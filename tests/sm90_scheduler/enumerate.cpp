@@ -31,7 +31,8 @@ int walk(flashcute::FwdParams const& p, int num_sms) {
       flashcute::sm90::WorkTile const tile = Scheduler::get(sched, i);
       if (!tile.is_valid()) { continue; }
       std::printf("tile %u %d %d %d\n", cta, tile.m_block, tile.head, tile.batch);
-      work += std::max(0, flashcute::kv_block_range<kBlockM, 128, kCausal>(p, tile.m_block).n_block_max);
+      flashcute::SeqInfo const seq(p, tile.batch);
+      work += std::max(0, flashcute::kv_block_range<kBlockM, 128, kCausal>(seq, tile.m_block).n_block_max);
     }
     std::printf("work %u %ld\n", cta, work);
   }
@@ -49,7 +50,7 @@ int main(int argc, char** argv) {
   p.batch = std::atoi(argv[3]), p.heads_q = std::atoi(argv[4]), p.heads_kv = std::atoi(argv[5]);
   p.seqlen_q = std::atoi(argv[6]), p.seqlen_k = std::atoi(argv[7]), p.head_dim = std::atoi(argv[8]);
   p.causal = causal != 0;
-  p.causal_offset = p.seqlen_k - p.seqlen_q;  // bottom-right diagonal, as flash_api.cpp sets it
+  p.causal_top_left = false;  // bottom-right diagonal, FlashAttention's
   int const num_sms = std::atoi(argv[9]);
   if (block_m == 128) { return causal ? walk<128, true>(p, num_sms) : walk<128, false>(p, num_sms); }
   if (block_m == 192) { return causal ? walk<192, true>(p, num_sms) : walk<192, false>(p, num_sms); }

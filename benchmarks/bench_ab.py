@@ -1,0 +1,106 @@
+"""A/B check of flashcute's forward between two checkouts, in one run on one GPU: did a change make any shape
+slower? Each checkout is timed in its own process (each loads its own extension), alternating A, B, A, B, ...,
+so the run-to-run noise (A against A) is measured beside the difference (B against A).
+
+    python benchmarks/bench_ab.py --a /path/to/old/checkout --b . [--rounds 2] [--backends sm90,sm80]
+
+Shapes: the FlashAttention-paper grid of bench_fwd.py (batch * seqlen = 16k, hidden 2048, head dims 64/128/256,
+seqlen 512-16k, causal and not, bf16 and fp16). Times: triton.testing.do_bench medians. Prints a table and the
+geometric means, and writes JSON and markdown to benchmarks/results/ (or --out).
+"""
+
+import argparse
+import datetime
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHAPES = [(dtype, d, s, causal) for dtype in ("bf16", "fp16") for d in (64, 128, 256)
+          for s in (512, 1024, 2048, 4096, 8192, 16384) for causal in (False, True)]
+
+# Runs inside one checkout's process: times every (backend, shape), prints one JSON line.
+TIMER = r"""
+import json, sys, torch, triton
+sys.path.insert(0, sys.argv[1])
+import flashcute
+shapes, backends = json.loads(sys.argv[2]), json.loads(sys.argv[3])
+dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
+times = {}
+for dtype, d, s, causal in shapes:
+    b, h = 16384 // s, 2048 // d
+    q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=dtypes[dtype]) for _ in range(3))
+    for backend in backends:
+        fn = lambda: flashcute.flash_attn_func(q, k, v, causal=causal, backend=backend)
+        times[f"{backend} {dtype} {d} {s} {causal}"] = triton.testing.do_bench(fn, warmup=25, rep=150,
+                                                                               return_mode="median")
+print("TIMES " + json.dumps(times))
+"""
+
+
+def time_checkout(path, backends):
+    result = subprocess.run([sys.executable, "-c", TIMER, str(path), json.dumps(SHAPES), json.dumps(backends)],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"timing {path} failed:\n{result.stderr[-3000:]}")
+    line = next(line for line in result.stdout.splitlines() if line.startswith("TIMES "))
+    return json.loads(line[len("TIMES "):])
+
+
+def geomean(values):
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--a", required=True, help="the reference checkout (before)")
+    parser.add_argument("--b", default=str(REPO), help="the checkout under test (after)")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--backends", default="sm90,sm80")
+    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
+    args = parser.parse_args()
+    backends = args.backends.split(",")
+    runs = {"a": [], "b": []}
+    for r in range(args.rounds):
+        for side in ("a", "b"):
+            runs[side].append(time_checkout(getattr(args, side), backends))
+            print(f"round {r + 1}: {side} timed", flush=True)
+
+    import torch
+
+    device = torch.cuda.get_device_name()
+    rows, ratios, noise = [], {bk: [] for bk in backends}, {bk: [] for bk in backends}
+    for key in runs["a"][0]:
+        a = [run[key] for run in runs["a"]]
+        b = [run[key] for run in runs["b"]]
+        ratio = min(a) / min(b)  # > 1: B faster
+        spread = max(a) / min(a)  # A against A
+        ratios[key.split()[0]].append(ratio)
+        noise[key.split()[0]].append(spread)
+        rows.append((key, min(a), min(b), ratio, spread))
+    lines = [f"# flashcute A/B forward, {device}, {datetime.datetime.now():%Y-%m-%d %H:%M}",
+             f"A = {args.a}, B = {args.b}, {args.rounds} rounds each, alternating; best of rounds per shape.", "",
+             "| backend dtype d seqlen causal | A ms | B ms | A/B (>1: B faster) | A spread (max/min) |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {k} | {a:.4f} | {b:.4f} | {r:.3f} | {n:.3f} |" for k, a, b, r, n in rows]
+    lines.append("")
+    for bk in backends:
+        rs = ratios[bk]
+        lines.append(f"**{bk}**: A/B geomean {geomean(rs):.4f} (min {min(rs):.3f}, max {max(rs):.3f}) over {len(rs)} "
+                     f"shapes; A's own round-to-round spread: median {sorted(noise[bk])[len(rs) // 2]:.3f}, "
+                     f"max {max(noise[bk]):.3f}")
+    text = "\n".join(lines)
+    print(text)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"fwd_ab_{datetime.datetime.now():%Y-%m-%d_%H%M}_{device.replace(' ', '-')}"
+    (out / f"{stem}.md").write_text(text + "\n")
+    (out / f"{stem}.json").write_text(json.dumps({"device": device, "a": args.a, "b": args.b, "runs": runs}, indent=1))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()
