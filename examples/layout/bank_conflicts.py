@@ -3,20 +3,19 @@
 1. A warp reads one column of a 32x8 float tile (32-bit loads): row stride 8 puts the column in
    4 banks (8-way conflict); padding the row to 9 floats or XOR-swizzling (Sw<3,0,5>) spreads it
    over all 32 banks.
-2. ldmatrix.x4 feeding an SM80 MMA from a 64x64 fp16 tile (FlashAttention-2's K/V tile): rows of
+2. ldmatrix.x4 feeding an SM80 MMA from a 64x64 bf16 tile (FlashAttention-2's K/V tile): rows of
    128 bytes put the 8 rows of each 8x8 matrix in the same 4 banks (8-way); padding rows to 72
-   halves or CuTe's Sw<3,3,3> swizzle atom removes the conflicts.
+   elements or CuTe's Sw<3,3,3> swizzle atom removes the conflicts.
 
-    python examples/layout/bank_conflicts.py [OUT_DIR]
+    python examples/layout/bank_conflicts.py [OUT_DIR]    (default: a new temporary folder)
 """
-
-import sys
-from pathlib import Path
 
 from flashcute.layout import (
     Int, Layout, LayoutRight, Swizzle, composition, copy_atom, copy_report, draw_bank_map, make_tiled_copy_A,
     make_tiled_mma, mma_atom, sm80_swizzle_atom, tile_to_shape, traversal_report,
 )
+
+from _output import output_dir  # examples/layout/_output.py: a script's folder is on sys.path
 
 
 def column_reads():
@@ -76,4 +75,4 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "layout_pictures"))
+    main(output_dir(__doc__))

@@ -3,13 +3,12 @@
 Kernels predicate it with an identity tensor: cQ = local_tile(make_identity_tensor(shape), ...)
 holds each element's (row, col); elem_less(cQ(i), shape) says whether it exists.
 
-    python examples/layout/boundary_tile.py [OUT_DIR]
+    python examples/layout/boundary_tile.py [OUT_DIR]    (default: a new temporary folder)
 """
 
-import sys
-from pathlib import Path
-
 from flashcute.layout import Int, draw_tiling, elem_less_mask, local_tile, make_identity_tensor
+
+from _output import output_dir  # examples/layout/_output.py: a script's folder is on sys.path
 
 
 def main(out):
@@ -28,4 +27,4 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "layout_pictures"))
+    main(output_dir(__doc__))

@@ -3,13 +3,12 @@
 The order and the masked blocks follow csrc/common/block_range.h and csrc/sm80/kernel.h: blocks
 n_block_max-1 down to 0, masking only the ones holding the causal diagonal or the ragged end.
 
-    python examples/layout/flash_loop.py [OUT_DIR]
+    python examples/layout/flash_loop.py [OUT_DIR]    (default: a new temporary folder)
 """
 
-import sys
-from pathlib import Path
-
 from flashcute.layout.draw import draw_flash_loop, kv_block_range
+
+from _output import output_dir  # examples/layout/_output.py: a script's folder is on sys.path
 
 
 def main(out):
@@ -31,4 +30,4 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "layout_pictures"))
+    main(output_dir(__doc__))

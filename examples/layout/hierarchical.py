@@ -1,12 +1,11 @@
 """The hierarchical layout (4,(2,4)):(2,(1,8)): column index j = (j0, j1) with j0 < 2, j1 < 4.
 
-    python examples/layout/hierarchical.py [OUT_DIR]
+    python examples/layout/hierarchical.py [OUT_DIR]    (default: a new temporary folder)
 """
 
-import sys
-from pathlib import Path
-
 from flashcute.layout import draw_layout, draw_memory, idx2crd, parse_layout, print_layout, shape
+
+from _output import output_dir  # examples/layout/_output.py: a script's folder is on sys.path
 
 
 def main(out):
@@ -21,4 +20,4 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "layout_pictures"))
+    main(output_dir(__doc__))

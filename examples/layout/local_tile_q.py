@@ -3,13 +3,12 @@
     gQ = local_tile(mQ, make_shape(kBlockM, kHeadDim), make_coord(m_block, 0))   // one CTA's tile
     gQ = local_tile(mQ, make_shape(kBlockM, kHeadDim), make_coord(_, 0))         // all tiles, mode 2 = m_block
 
-    python examples/layout/local_tile_q.py [OUT_DIR]
+    python examples/layout/local_tile_q.py [OUT_DIR]    (default: a new temporary folder)
 """
 
-import sys
-from pathlib import Path
-
 from flashcute.layout import Int, Layout, LayoutRight, _, draw_layout, draw_tiling, local_tile, make_tensor
+
+from _output import output_dir  # examples/layout/_output.py: a script's folder is on sys.path
 
 
 def main(out):
@@ -31,4 +30,4 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "layout_pictures"))
+    main(output_dir(__doc__))

@@ -1,12 +1,11 @@
 """Row-major vs column-major: the same 4x8 matrix, two layouts, two memory orders.
 
-    python examples/layout/row_col_major.py [OUT_DIR]      (default ./layout_pictures)
+    python examples/layout/row_col_major.py [OUT_DIR]    (default: a new temporary folder)
 """
 
-import sys
-from pathlib import Path
-
 from flashcute.layout import Int, Layout, LayoutRight, draw_layout, draw_memory, print_layout
+
+from _output import output_dir  # examples/layout/_output.py: a script's folder is on sys.path
 
 
 def main(out):
@@ -21,4 +20,4 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "layout_pictures"))
+    main(output_dir(__doc__))

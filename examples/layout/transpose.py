@@ -2,16 +2,15 @@
 
 No data moves: the transposed view's element (j, i) is the original's (i, j).
 
-    python examples/layout/transpose.py [OUT_DIR]
+    python examples/layout/transpose.py [OUT_DIR]    (default: a new temporary folder)
 """
-
-import sys
-from pathlib import Path
 
 import numpy as np
 
 from flashcute.layout import Int, Layout, draw_layout, draw_memory, select
 from flashcute.layout.draw import layout_grid
+
+from _output import output_dir  # examples/layout/_output.py: a script's folder is on sys.path
 
 
 def main(out):
@@ -27,4 +26,4 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "layout_pictures"))
+    main(output_dir(__doc__))

@@ -1,16 +1,15 @@
 """Thread-value maps: the SM80 mma.sync atom, FlashAttention-2's TiledMMA, its ldmatrix copy, and a
 Hopper GMMA accumulator -- each cell labelled with the thread and value that hold it.
 
-    python examples/layout/tv_layouts.py [OUT_DIR]
+    python examples/layout/tv_layouts.py [OUT_DIR]    (default: a new temporary folder)
 """
-
-import sys
-from pathlib import Path
 
 from flashcute.layout import (
     Int, Layout, copy_atom, draw_copy, draw_mma, draw_tv, make_tiled_copy, make_tiled_copy_A, make_tiled_copy_B,
     make_tiled_mma, mma_atom,
 )
+
+from _output import output_dir  # examples/layout/_output.py: a script's folder is on sys.path
 
 
 def main(out):
@@ -32,4 +31,4 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "layout_pictures"))
+    main(output_dir(__doc__))

@@ -28,20 +28,20 @@ from .layout import (
     tile_unzip, logical_divide, zipped_divide, tiled_divide, flat_divide, logical_product,
     zipped_product, tiled_product, flat_product, blocked_product, raked_product, tile_to_shape,
     upcast, downcast, recast, max_alignment,
+    ComposedLayout, make_composed_layout, get_swizzle_portion, get_nonswizzle_portion,
+    as_position_independent_swizzle_layout,
 )
 from .printing import to_str, print_layout, layout_table, parse_layout, parse_int_tuple
-from .swizzle import (
-    Swizzle, make_swizzle, ComposedLayout, make_composed_layout, MixedBits, SmemPtrFlag,
-    get_swizzle_portion, get_nonswizzle_portion, as_position_independent_swizzle_layout,
-    sm80_swizzle_atom, gmma_smem_atom,
-)
+from .swizzle import Swizzle, make_swizzle, MixedBits, SmemPtrFlag
 from .tensor import (
     Tensor, make_tensor, make_identity_tensor, make_coord_tensor, local_tile, local_partition,
     inner_partition, outer_partition, elem_less_mask,
 )
 
 # --- layout-viz: atoms, TiledMMA/TiledCopy, bank-conflict model, pictures (owned by layout-viz) ---
-from .atoms import MMAAtom, CopyAtom, mma_atom, copy_atom, mma_atom_names, copy_op_names
+from .atoms import (
+    MMAAtom, CopyAtom, mma_atom, copy_atom, mma_atom_names, copy_op_names, sm80_swizzle_atom, gmma_smem_atom,
+)
 from .tiled import (
     TiledMMA, ThrMMA, make_tiled_mma, partition_shape_A, partition_shape_B, partition_shape_C,
     partition_fragment_C, TiledCopy, ThrCopy, make_tiled_copy, make_layout_tv, make_tiled_copy_A,

@@ -25,7 +25,13 @@ from . import (
     make_tiled_copy_C, make_tiled_mma, mma_atom, parse_layout, rank, traversal_report,
 )
 
-COMMANDS = ("mma", "copy", "banks", "tiling", "flash")
+COMMANDS = {
+    "mma": "Print and draw a TiledMMA: its thread layout and the TV layouts of A, B and C.",
+    "copy": "Print and draw a TiledCopy: make_tiled_copy(--thr, --val) or make_tiled_copy_A/B/C of an --mma.",
+    "banks": "Shared-memory bank conflicts of a layout: a warp sweep, or a TiledCopy's instructions (--copy).",
+    "tiling": "How a (rows, cols) tensor divides into tiles, ragged edge included.",
+    "flash": "FlashAttention's loop of one Q block over the K/V blocks, causal masking included.",
+}
 
 
 class CliError(ValueError):
@@ -67,10 +73,16 @@ def _add_output(p):
     p.add_argument("--svg", action="store_true", help="with a .png output, also write the .svg")
 
 
+def _add_mma_tiling(p):
+    p.add_argument("--threads", default="1,1,1",
+                   help="layout of the atoms over (M,N,K): '4,1,1' (4 atoms along M) or a layout (default: 1,1,1)")
+    p.add_argument("--permutation", metavar="M,N,K",
+                   help="the TiledMMA's tile sizes, e.g. 64,16,16 (default: the atom's size times --threads)")
+
+
 def _add_mma(p, required):
     p.add_argument("--mma", required=required, metavar="ATOM", help="MMA atom, e.g. SM80_16x8x16_F32BF16BF16F32_TN")
-    p.add_argument("--threads", default="1,1,1", help="atom layout over (M,N,K): '4,1,1' or a layout")
-    p.add_argument("--permutation", help="tile sizes M,N,K, e.g. 64,16,16")
+    _add_mma_tiling(p)
 
 
 def _outputs(args):
@@ -112,9 +124,10 @@ def _add_copy(p, required):
 
 def cmd_layout(args):
     layout = _layout(args.layout)
-    print(layout)
     if int(rank(layout)) == 2:
-        print(layout_table(layout), end="")
+        print(layout_table(layout), end="")   # C++'s print_layout: the layout, then its table
+    else:
+        print(layout)
     if args.memory:
         _draw(args, draw_memory, layout)
     else:
@@ -185,15 +198,16 @@ def _parser(command):
                                     epilog=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("layout", help="a layout as C++ prints it, e.g. '(4,(2,4)):(2,(1,8))'")
         p.add_argument("--memory", action="store_true", help="draw the logical-to-linear memory view")
-        p.add_argument("--color", choices=("offset", "bw8"), default="offset")
+        p.add_argument("--color", choices=("offset", "bw8"), default="offset",
+                       help="colour cells by offset (blue to red), or grey by offset mod 8 as CuTe's TikzColor_BWx8 "
+                            "(default: offset)")
         _add_output(p)
         p.set_defaults(run=cmd_layout)
         return p
-    p = argparse.ArgumentParser(prog=f"python -m flashcute.layout {command}")
+    p = argparse.ArgumentParser(prog=f"python -m flashcute.layout {command}", description=COMMANDS[command])
     if command == "mma":
         p.add_argument("mma", metavar="ATOM", help="MMA atom, e.g. SM80_16x8x16_F32BF16BF16F32_TN")
-        p.add_argument("--threads", default="1,1,1", help="atom layout over (M,N,K): '4,1,1' or a layout")
-        p.add_argument("--permutation", help="tile sizes M,N,K, e.g. 64,16,16")
+        _add_mma_tiling(p)
         p.set_defaults(run=cmd_mma)
     elif command == "copy":
         p.add_argument("copy", metavar="ATOM", help="copy operation, e.g. SM75_U32x4_LDSM_N")
@@ -209,17 +223,19 @@ def _parser(command):
         _add_copy(p, required=False)
         p.set_defaults(run=cmd_banks)
     elif command == "tiling":
-        p.add_argument("rows", type=int)
-        p.add_argument("cols", type=int)
-        p.add_argument("--tile", type=int, nargs=2, required=True, metavar=("BM", "BN"))
+        p.add_argument("rows", type=int, help="rows of the tensor, e.g. the sequence length")
+        p.add_argument("cols", type=int, help="columns of the tensor, e.g. the head dimension")
+        p.add_argument("--tile", type=int, nargs=2, required=True, metavar=("BM", "BN"),
+                       help="tile extents (local_tile's tiler); the last tiles may be ragged")
         p.set_defaults(run=cmd_tiling)
     elif command == "flash":
-        p.add_argument("--seqlen-q", type=int, required=True)
-        p.add_argument("--seqlen-k", type=int, required=True)
-        p.add_argument("--head-dim", type=int, default=64)
-        p.add_argument("--block", type=int, nargs=2, default=(128, 64), metavar=("BM", "BN"))
-        p.add_argument("--m-block", type=int, default=0)
-        p.add_argument("--causal", action="store_true")
+        p.add_argument("--seqlen-q", type=int, required=True, help="query sequence length")
+        p.add_argument("--seqlen-k", type=int, required=True, help="key/value sequence length")
+        p.add_argument("--head-dim", type=int, default=64, help="head dimension (default: 64)")
+        p.add_argument("--block", type=int, nargs=2, default=(128, 64), metavar=("BM", "BN"),
+                       help="rows of a Q block and of a K/V block (default: 128 64)")
+        p.add_argument("--m-block", type=int, default=0, help="which Q block's loop to draw (default: 0)")
+        p.add_argument("--causal", action="store_true", help="causal masking (bottom-right aligned)")
         p.set_defaults(run=cmd_flash)
     _add_output(p)
     return p

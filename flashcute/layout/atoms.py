@@ -13,6 +13,9 @@ and ``copy_traits_sm90.hpp``, written in CuTe's own printed form so they read li
 MMA layouts map (thread, value) to an index of the atom's (M,K) / (N,K) / (M,N) tile
 (column-major); copy layouts map (thread, value) to a bit of the atom's data, and
 ``Copy_Atom<Op, T>`` recasts them to elements of T.
+
+Also the swizzled shared-memory layout atoms: :func:`sm80_swizzle_atom` (ldmatrix-friendly SM80
+atoms) and :func:`gmma_smem_atom` (SM90 ``GMMA::Layout_K_SW128_Atom<T>`` ...), built the way C++ does.
 """
 
 import re
@@ -20,12 +23,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from .int_tuple import Int
-from .layout import Layout, recast, size
+from .layout import ComposedLayout, Layout, composition, recast, size, upcast
 from .printing import parse_layout, to_str
+from .swizzle import SmemPtrFlag, Swizzle
 
 __all__ = [
     "MMAAtom", "CopyAtom", "mma_atom", "copy_atom", "mma_atom_names", "copy_op_names",
-    "VALUE_BITS",
+    "VALUE_BITS", "sm80_swizzle_atom", "gmma_smem_atom",
 ]
 
 # Element types CuTe atoms are instantiated with, and their widths.
@@ -266,3 +270,48 @@ def copy_op_names():
             + ["UniversalCopy<T>", "SM80_CP_ASYNC_CACHEALWAYS<T>", "SM80_CP_ASYNC_CACHEGLOBAL<T>",
                "SM80_CP_ASYNC_CACHEALWAYS_ZFILL<T>", "SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<T>",
                "AutoVectorizingCopyWithAssumedAlignment<N>", "DefaultCopy"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared-memory atoms
+# ---------------------------------------------------------------------------------------------
+
+def sm80_swizzle_atom(k_elems=64, bits=16, rows=8):
+    """SM80 K-major smem atom for ldmatrix / 128-bit loads, as FlashAttention-2 and CuTe's sgemm_sm80 build it.
+
+    ``composition(Swizzle<B,M,3>, Layout<(rows, k):(k, 1)>)`` with ``M = log2(16 bytes / element)``
+    and ``B = log2(row bytes / 16)`` capped at 3 (64 fp16 -> ``Sw<3,3,3>``, 32 fp16 -> ``Sw<2,3,3>``).
+    """
+    elem_bytes = int(bits) // 8
+    if elem_bytes < 1 or 16 % elem_bytes:
+        raise ValueError(f"sm80_swizzle_atom: unsupported element width {bits} bits")
+    row_bytes = int(k_elems) * elem_bytes
+    if row_bytes < 16 or row_bytes & (row_bytes - 1):
+        raise ValueError(f"sm80_swizzle_atom: a row of {k_elems} elements must be a power-of-2 multiple of 16 bytes")
+    m = (16 // elem_bytes).bit_length() - 1
+    b = min(3, (row_bytes // 16).bit_length() - 1)
+    return composition(Swizzle(b, m, 3), Layout((Int(rows), Int(k_elems)), (Int(k_elems), Int(1))))
+
+
+_GMMA_SWIZZLE = {"INTER": 0, "SW32": 1, "SW64": 2, "SW128": 3}
+
+
+def gmma_smem_atom(major, kind, bits):
+    """SM90 ``GMMA::Layout_{K,MN}_{INTER,SW32,SW64,SW128}_Atom<T>`` for ``bits``-wide elements.
+
+    Built as C++ does: the bit-level atom ``ComposedLayout<Swizzle<b,4,3>, smem_ptr_flag, Layout<...>>``
+    upcast to the element width, e.g. K/SW128/16 -> ``Sw<3,4,3> o smem_ptr[16b](unset) o (_8,_64):(_64,_1)``.
+    """
+    major, kind = str(major).upper(), str(kind).upper()
+    if kind not in _GMMA_SWIZZLE:
+        raise ValueError(f"gmma_smem_atom: kind must be one of {sorted(_GMMA_SWIZZLE)}, got {kind!r}")
+    b = _GMMA_SWIZZLE[kind]
+    width = 128 << b
+    if major == "K":
+        bits_layout = Layout((Int(8), Int(width)), (Int(width), Int(1)))
+    elif major == "MN":
+        bits_layout = Layout((Int(width), Int(8)), (Int(1), Int(width)))
+    else:
+        raise ValueError(f"gmma_smem_atom: major must be 'K' or 'MN', got {major!r}")
+    atom = ComposedLayout(Swizzle(b, 4, 3), SmemPtrFlag(1), bits_layout)
+    return upcast(atom, int(bits))

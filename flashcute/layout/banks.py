@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .layout import filter as filter_layout, get, rank, size
+
 NUM_BANKS = 32
 BANK_BYTES = 4
 WARP_SIZE = 32
@@ -184,8 +186,6 @@ def bank_of(byte_offsets):
 def layout_addresses(layout, indices, elem_bytes):
     """Byte addresses of the elements at linear (colexicographic) ``indices`` of a shared-memory
     layout (a Layout, or a swizzled ComposedLayout); ``indices`` may be any int array shape."""
-    from .layout import size
-
     idx = np.asarray(indices, dtype=np.int64)
     n = int(size(layout))
     if idx.size and (idx.min() < 0 or idx.max() >= n):
@@ -228,8 +228,6 @@ def copy_report(tiled_copy, smem_layout, side=None):
     ldmatrix, stmatrix and cp.async). One instruction per warp and per atom call, in order
     (warp fastest).
     """
-    from .layout import filter as filter_layout, get, size
-
     atom = tiled_copy.atom
     side, kind = _copy_kind(atom, side)
     part = tiled_copy.tidfrg_S(smem_layout) if side == "S" else tiled_copy.tidfrg_D(smem_layout)
@@ -266,8 +264,6 @@ def traversal_report(layout, elem_bytes, bits=32, order="col"):
 
     E.g. a warp reading column c of a row-major float tile: ``traversal_report(L, 4, 32, "col")``.
     """
-    from .layout import rank, size
-
     if int(rank(layout)) != 2:
         raise ValueError(f"traversal_report needs a rank-2 layout, got rank {int(rank(layout))}")
     if order not in ("col", "row"):

@@ -19,11 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
+from .atoms import MMAAtom
 from .banks import BANK_BYTES, NUM_BANKS
 from .int_tuple import Int, flatten, idx2crd, wrap
 from .layout import Layout, cosize, is_layout, rank, shape, size
 from .printing import to_str
 from .tensor import elem_less_mask, local_tile, make_identity_tensor
+from .tiled import TiledCopy, TiledMMA, make_tiled_mma
 
 __all__ = [
     "Drawing", "layout_grid", "tv_grid", "draw_layout", "draw_memory", "draw_tv", "draw_mma",
@@ -356,8 +358,6 @@ def draw_tv(layout_tv, tile_mn, path=None, title=None):
 def draw_mma(mma, path=None, title=None):
     """A TiledMMA (or an MMA atom) as CuTe's print_latex: C (M x N) bottom right, A (M x K) to its
     left, B above C drawn K x N; each cell labelled with its thread and value."""
-    from .atoms import MMAAtom
-    from .tiled import TiledMMA, make_tiled_mma
 
     if isinstance(mma, MMAAtom):
         mma = make_tiled_mma(mma)
@@ -391,7 +391,6 @@ def draw_mma(mma, path=None, title=None):
 def draw_copy(copy, path=None, title=None):
     """A TiledCopy as CuTe's print_latex: the source TV map left of the destination TV map
     (above it instead when the tile is more than twice as wide as tall)."""
-    from .tiled import TiledCopy
 
     if not isinstance(copy, TiledCopy):
         raise TypeError(f"draw_copy expects a TiledCopy, got {type(copy).__name__}")

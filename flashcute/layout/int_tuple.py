@@ -32,7 +32,7 @@ __all__ = [
     "crd2idx", "idx2crd", "crd2crd", "compact_major", "compact_col_major", "compact_row_major",
     "compact_order", "LayoutLeft", "LayoutRight", "slice_", "dice", "make_basis_like",
     "as_arithmetic_tuple", "basis_get", "basis_value", "lex_less", "colex_less", "elem_less",
-    "static_equal",
+    "static_equal", "to_str",
 ]
 
 
@@ -328,6 +328,8 @@ class ArithTuple(tuple):
         return ArithTuple(_add(x, y) for x, y in zip(a, b))
 
     def __radd__(self, other):
+        if isinstance(other, ScaledBasis):
+            other = as_arithmetic_tuple(other)  # C++ has ScaledBasis + ArithmeticTuple too
         if is_constant(0, other):
             return self
         if not isinstance(other, tuple):
@@ -453,6 +455,23 @@ def make_basis_like(shape, _modes=()):
     if isinstance(shape, tuple):
         return tuple(make_basis_like(s, _modes + (i,)) for i, s in enumerate(shape))
     return ScaledBasis(Int(1), _modes)
+
+
+def to_str(x):
+    """C++ ``cute::print`` text of ``x``: an int-tuple here; layouts, swizzles, tensors ... print through
+    their ``cute_str`` method, so every module can print without importing the others."""
+    if isinstance(x, tuple):
+        return "(" + ",".join(to_str(a) for a in x) + ")"
+    if isinstance(x, (Int, Underscore, ScaledBasis)):
+        return repr(x)
+    if isinstance(x, bool):
+        raise TypeError("to_str: bool is not an IntTuple")
+    if isinstance(x, int):
+        return str(int(x))
+    text = getattr(x, "cute_str", None)
+    if text is None:
+        raise TypeError(f"to_str: cannot print {type(x).__name__}")
+    return text()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,4 +1,14 @@
-"""Layout (shape:stride) and its algebra, following C++ CuTe's ``cute/layout.hpp`` branch for branch.
+"""Layout (shape:stride) and its algebra, following C++ CuTe's ``cute/layout.hpp`` branch for branch,
+and the composed (swizzled) layouts of ``cute/layout_composed.hpp`` and ``cute/swizzle_layout.hpp``.
+
+The algebra's functions take plain and composed layouts alike (as C++'s overload sets do), so both
+live here; :mod:`flashcute.layout.swizzle` holds only the swizzle functor and offset types, which
+need no layouts.  Imports go one way: int_tuple <- swizzle <- layout <- printing.
+
+* A :class:`ComposedLayout` is ``layout_a o offset o layout_b``; most operations act on
+  ``layout_b`` (which defines the domain) and re-compose, exactly as C++ does.
+* Slicing a swizzled layout decays to a plain layout when C++ does (tracking statically and
+  dynamically known offset bits with :class:`~flashcute.layout.swizzle.MixedBits`).
 
 Results are C++'s canonical ones, static-ness included (``str(result)`` equals C++'s ``print``).
 Where C++ rejects an input at compile time (``static_assert``) this raises ValueError/TypeError
@@ -18,9 +28,12 @@ from .int_tuple import (
     take as _take, select as _select, append as _append, prepend as _prepend, group as _group,
     zip_, zip2_by, repeat_like, filter_zeros as _filter_zeros, compact_major, compact_order,
     crd2idx, idx2crd, crd2crd, slice_, dice as _dice, make_basis_like, as_arithmetic_tuple,
-    basis_get, basis_value, transform_leaf,
+    basis_get, basis_value, transform_leaf, all_underscore, gcd, depth as _depth, replace as _replace, to_str,
 )
-from .printing import to_str
+from .swizzle import (
+    Swizzle, MixedBits, SmemPtrFlag, UnsignedInt, make_swizzle, make_mixed_bits,
+    _countr_zero, _to_mixed_bits, _xor, _and, _plain,
+)
 
 __all__ = [
     "Layout", "make_layout", "make_ordered_layout", "make_layout_like", "make_fragment_like",
@@ -34,15 +47,16 @@ __all__ = [
     "tile_unzip", "logical_divide", "zipped_divide", "tiled_divide", "flat_divide",
     "logical_product", "zipped_product", "tiled_product", "flat_product", "blocked_product",
     "raked_product", "tile_to_shape", "upcast", "downcast", "recast", "max_alignment",
+    "ComposedLayout", "make_composed_layout", "get_swizzle_portion", "get_nonswizzle_portion",
+    "as_position_independent_swizzle_layout",
 ]
 
 
 def _check_shape(shape):
+    # negative extents are allowed: C++ makes them, e.g. left_inverse(4:-1) is (_-1,_4):(_0,_1)
     for s in flatten(wrap(shape)):
         if isinstance(s, (Underscore, ScaledBasis)):
             raise TypeError(f"shape {to_str(shape)} contains {s!r}; shape leaves must be integers")
-        if int(s) < 0:
-            raise ValueError(f"shape {to_str(shape)} has a negative extent {s!r}")
 
 
 def _check_stride(stride):
@@ -58,8 +72,10 @@ class Layout:
     LayoutRight)`` row-major; ``Layout(shape, stride)`` needs ``stride`` congruent with ``shape``.
     Plain ints are dynamic, ``Int(n)`` static (see :mod:`flashcute.layout.int_tuple`).
 
-    ``layout(i)``, ``layout(i, j)``, ``layout((i, (j, k)))`` evaluate (range-checked, unlike C++);
-    a coordinate containing ``_`` slices: ``layout(_, 2)`` / ``layout[_, 2]`` is the sub-layout
+    ``layout(i)``, ``layout(i, j)``, ``layout((i, (j, k)))`` evaluate as C++ does: no range check,
+    an index or coordinate past a mode's extent carries into the next mode and the last mode extends
+    (``Layout(Int(4))(4) == 4``); ``layout(c, strict=True)`` raises for a coordinate outside the shape.
+    A coordinate containing ``_`` slices: ``layout(_, 2)`` / ``layout[_, 2]`` is the sub-layout
     (its offset is ``slice_and_offset``).  ``str(layout)`` is C++'s ``print``.
     """
 
@@ -81,12 +97,8 @@ class Layout:
         self.stride = stride
 
     # -- evaluation ------------------------------------------------------------------------
-    def __call__(self, *coord):
-        if not coord:
-            raise TypeError("Layout call needs a coordinate")
-        coord = coord[0] if len(coord) == 1 else tuple(coord)
-        coord = as_int_tuple(coord, "coordinate")
-        _check_coord(coord, self.shape)
+    def __call__(self, *coord, strict=False):
+        coord = _coordinate(coord, self.shape, strict, "Layout")
         if has_underscore(coord):
             return slice_layout(coord, self)
         return crd2idx(coord, self.shape, self.stride)
@@ -103,11 +115,8 @@ class Layout:
         return _evaluate(self.shape, self.stride, np.arange(n, dtype=np.int64))
 
     def evaluate(self, indices):
-        """Vectorised ``layout(i)`` for an array of non-negative 1-D indices (the last mode extends, as in C++)."""
-        idx = np.asarray(indices, dtype=np.int64)
-        if idx.size and idx.min() < 0:
-            raise ValueError("evaluate: indices must be non-negative")
-        return _evaluate(self.shape, self.stride, idx)
+        """Vectorised ``layout(i)`` for an array of 1-D indices, with C++'s arithmetic as ``layout(i)``."""
+        return _evaluate(self.shape, self.stride, np.asarray(indices, dtype=np.int64))
 
     # -- C++ member conveniences -----------------------------------------------------------
     def compose(self, *tilers):
@@ -157,6 +166,16 @@ def _static_key(t):
     return (int(t), isinstance(t, Int))
 
 
+def _coordinate(args, shape, strict, what):
+    """The coordinate of a call ``x(i)``, ``x(i, j)`` or ``x((i, j))``, range-checked only if ``strict``."""
+    if not args:
+        raise TypeError(f"{what} call needs a coordinate")
+    coord = as_int_tuple(args[0] if len(args) == 1 else tuple(args), "coordinate")
+    if strict:
+        _check_coord(coord, shape)
+    return coord
+
+
 def _check_coord(coord, shape):
     """Range-check a (possibly partial, ``_``-containing) coordinate against ``shape`` (C++ does not check)."""
     if isinstance(coord, Underscore):
@@ -175,7 +194,6 @@ def _check_coord(coord, shape):
 def _evaluate(shape, stride, idx):
     flat_shape = [int(s) for s in flatten(wrap(shape))]
     flat_stride = flatten(wrap(stride))
-    idx = idx.copy()
     last = len(flat_shape) - 1
     bases = [d for d in flat_stride if isinstance(d, ScaledBasis)]
     if bases:
@@ -187,13 +205,15 @@ def _evaluate(shape, stride, idx):
     else:
         out = np.zeros(idx.shape, dtype=np.int64)
     for k, (s, d) in enumerate(zip(flat_shape, flat_stride)):
-        coord = idx if k == last else idx % s
+        if k == last:
+            coord = idx
+        else:  # C++'s % and /, which truncate toward zero (idx - coord is a multiple of s: // is exact)
+            coord = np.fmod(idx, s)
+            idx = (idx - coord) // s
         if isinstance(d, ScaledBasis):
             out[..., d.modes[0]] += coord * int(d.value)
         elif int(d) != 0:
             out += coord * int(d)
-        if k != last:
-            idx //= s
     return out
 
 
@@ -202,17 +222,11 @@ def is_layout(x):
 
 
 def _is_composed(x):
-    return getattr(x, "is_composed_layout", False)
+    return isinstance(x, ComposedLayout)
 
 
 def _is_tensor(x):
     return getattr(x, "is_tensor", False)
-
-
-def _swizzle_module():
-    from . import swizzle
-
-    return swizzle
 
 
 # ---------------------------------------------------------------------------------------------
@@ -233,8 +247,8 @@ def make_layout(*args):
             if not isinstance(a, Layout):
                 raise TypeError(f"make_layout: cannot concatenate a Layout with {type(a).__name__}")
         return Layout(tuple(a.shape for a in args), tuple(a.stride for a in args))
-    if getattr(args[0], "is_swizzle", False) and len(args) == 1:
-        return _swizzle_module().make_swizzle_layout(args[0])
+    if isinstance(args[0], Swizzle) and len(args) == 1:
+        return make_swizzle_layout(args[0])
     if len(args) == 1:
         return Layout(args[0])
     if len(args) == 2:
@@ -306,8 +320,6 @@ def rank(x, *modes):
 
 
 def depth(x, *modes):
-    from .int_tuple import depth as _depth
-
     return _depth(shape(x, *modes))
 
 
@@ -417,8 +429,6 @@ def prepend(x, y=None, n=None):
 
 
 def replace(x, n, y):
-    from .int_tuple import replace as _replace
-
     return Layout(_replace(x.shape, n, y.shape), _replace(x.stride, n, y.stride))
 
 
@@ -631,18 +641,17 @@ def composition(lhs, rhs, *more):
     if more:
         if len(more) != 1:
             raise TypeError("composition takes 2 or 3 arguments")
-        return _swizzle_module().composition3(lhs, rhs, more[0])
-    sw = _swizzle_module()
+        return composition3(lhs, rhs, more[0])
     if _is_composed(lhs):
         return lhs._rebuild(composition(lhs.layout_b, rhs))
-    if getattr(lhs, "is_swizzle", False):
-        if getattr(rhs, "is_swizzle", False):
-            return sw.compose_swizzles(lhs, rhs)
-        return sw.composition3(lhs, Int(0), rhs)
+    if isinstance(lhs, Swizzle):
+        if isinstance(rhs, Swizzle):
+            return compose_swizzles(lhs, rhs)
+        return composition3(lhs, Int(0), rhs)
     if not isinstance(lhs, Layout):
         raise TypeError(f"composition: left operand must be a layout, got {type(lhs).__name__}")
-    if _is_composed(rhs) or getattr(rhs, "is_swizzle", False):
-        return sw.compose_layout_with(lhs, rhs)
+    if _is_composed(rhs) or isinstance(rhs, Swizzle):
+        return compose_layout_with(lhs, rhs)
     if isinstance(rhs, Layout):
         flat = _coalesce_x(lhs, coprofile(rhs))
         return _composition_impl(flat.shape, flat.stride, rhs.shape, rhs.stride)
@@ -729,8 +738,8 @@ def right_inverse(x):
     """C++ ``right_inverse``: ``x(result(i)) == i`` for ``i < size(result)`` (static strides only used)."""
     if isinstance(x, Underscore):
         return x
-    if _is_composed(x) or getattr(x, "is_swizzle", False):
-        return _swizzle_module().right_inverse_composed(x)
+    if _is_composed(x) or isinstance(x, Swizzle):
+        return right_inverse_composed(x)
     if is_int(x):
         return -x
     c = coalesce(x)
@@ -751,8 +760,8 @@ def left_inverse(x):
     """C++ ``left_inverse``: ``result(x(i)) == i`` for injective ``x``; needs static strides."""
     if isinstance(x, Underscore):
         return x
-    if _is_composed(x) or getattr(x, "is_swizzle", False):
-        return _swizzle_module().left_inverse_composed(x)
+    if _is_composed(x) or isinstance(x, Swizzle):
+        return left_inverse_composed(x)
     if is_int(x):
         return -x
     c = coalesce(x)
@@ -778,7 +787,7 @@ def left_inverse(x):
 def max_common_layout(a, b):
     """C++ ``max_common_layout``: the largest layout R with ``a(R(i)) == i == b(R(i))``."""
     if _is_composed(a) or _is_composed(b):
-        return _swizzle_module().max_common_layout_composed(a, b)
+        return max_common_layout_composed(a, b)
     inv_b = right_inverse(b)
     common = coalesce(composition(a, inv_b))
     s0, d0 = _get(common.shape, 0), _get(common.stride, 0)
@@ -790,7 +799,7 @@ def max_common_layout(a, b):
 def max_common_vector(a, b):
     """C++ ``max_common_vector``: number of contiguous elements ``a`` and ``b`` agree on (static)."""
     if _is_composed(a) or _is_composed(b):
-        return _swizzle_module().max_common_vector_composed(a, b)
+        return max_common_vector_composed(a, b)
     common = coalesce(composition(a, right_inverse(b)))
     s0, d0 = _get(common.shape, 0), _get(common.stride, 0)
     if is_static(s0) and is_constant(1, d0):
@@ -884,7 +893,7 @@ def logical_product(block, tiler):
         return block._rebuild(logical_product(block.layout_b, tiler))
     tiler = _as_tiler(tiler)
     if _is_composed(tiler):
-        return _swizzle_module().logical_product_composed_tiler(block, tiler)
+        return logical_product_composed_tiler(block, tiler)
     if isinstance(tiler, Layout):
         return make_layout(block, composition(complement(block, size(block) * cosize(tiler)), tiler))
     if isinstance(tiler, tuple):
@@ -968,8 +977,8 @@ def _upcast(n, s, d):
 def upcast(x, n):
     """C++ ``upcast<N>``: view ``x`` in elements N times wider (stride-1 extents shrink by N)."""
     n = Int(n)
-    if _is_composed(x) or getattr(x, "is_swizzle", False):
-        return _swizzle_module().upcast_composed(x, n)
+    if _is_composed(x) or isinstance(x, Swizzle):
+        return upcast_composed(x, n)
     if is_int(x):
         return div(x, n)
     return _upcast(n, x.shape, x.stride)
@@ -986,8 +995,8 @@ def _downcast(n, s, d):
 def downcast(x, n):
     """C++ ``downcast<N>``: view ``x`` in elements N times narrower (stride-1 extents grow by N)."""
     n = Int(n)
-    if _is_composed(x) or getattr(x, "is_swizzle", False):
-        return _swizzle_module().downcast_composed(x, n)
+    if _is_composed(x) or isinstance(x, Swizzle):
+        return downcast_composed(x, n)
     if is_int(x):
         return x * n
     if not any(is_constant(1, d) for d in flatten(wrap(x.stride))):
@@ -1012,13 +1021,352 @@ def recast(x, old_bits, new_bits):
 
 def max_alignment(x):
     """C++ ``max_alignment``: the largest N for which ``upcast<N>`` compiles (static parts only)."""
-    if _is_composed(x) or getattr(x, "is_swizzle", False):
-        return _swizzle_module().max_alignment_composed(x)
+    if _is_composed(x) or isinstance(x, Swizzle):
+        return max_alignment_composed(x)
     c = coalesce(x)
     ss = tuple(s if is_static(s) else Int(1) for s in wrap(c.shape))
     sd = tuple(d if is_static(d) else Int(0) for d in wrap(c.stride))
     f = Layout(ss, sd)
     permuted = logical_divide(f, right_inverse(f))
-    from .int_tuple import gcd as _gcd
+    return gcd(size(permuted, 0), _get(permuted.stride, 1))
 
-    return _gcd(size(permuted, 0), _get(permuted.stride, 1))
+
+# ---------------------------------------------------------------------------------------------
+# Composed layouts and swizzles (cute/layout_composed.hpp, cute/swizzle_layout.hpp)
+# ---------------------------------------------------------------------------------------------
+
+class ComposedLayout:
+    """C++ ``ComposedLayout<A,O,B>``: ``c -> layout_a(offset + layout_b(c))``; printed ``A o O o B``.
+
+    ``layout_b`` defines the domain (shape, size, rank); there are no strides.
+    """
+
+    __slots__ = ("layout_a", "offset", "layout_b")
+
+    def __init__(self, layout_a, offset, layout_b):
+        self.layout_a, self.offset, self.layout_b = layout_a, offset, layout_b
+
+    @property
+    def shape(self):
+        return self.layout_b.shape
+
+    def _rebuild(self, new_b):
+        return composition3(self.layout_a, self.offset, new_b)
+
+    def __call__(self, *coord, strict=False):
+        c = _coordinate(coord, self.shape, strict, "ComposedLayout")
+        if has_underscore(c):
+            return self.slice(c)
+        return _apply_outer(self.layout_a, self.offset + self.layout_b(c))
+
+    def __getitem__(self, coord):
+        return self(coord)
+
+    def offsets(self):
+        """All offsets in colexicographic order (vectorised)."""
+        inner = self.layout_b.offsets() + int(self.offset)
+        if isinstance(self.layout_a, Swizzle):
+            return self.layout_a(inner)
+        return self.layout_a.evaluate(inner)
+
+    def slice_and_offset(self, coord):
+        if isinstance(self.layout_a, Swizzle):
+            return _swizzle_slice_and_offset(coord, self)
+        sub = slice_layout(coord, self.layout_b)
+        off = crd2idx(coord, self.layout_b.shape, self.layout_b.stride)
+        return ComposedLayout(self.layout_a, self.offset + off, sub), Int(0)
+
+    def slice(self, coord):
+        return self.slice_and_offset(coord)[0]
+
+    def domain_offset(self, coord):
+        off = crd2idx(coord, self.layout_b.shape, self.layout_b.stride)
+        return ComposedLayout(self.layout_a, self.offset + off, self.layout_b), Int(0)
+
+    def compose(self, *tilers):
+        return composition(self, tilers[0] if len(tilers) == 1 else tuple(tilers))
+
+    def _key(self):
+        a = self.layout_a._key() if hasattr(self.layout_a, "_key") else self.layout_a
+        return (a, to_str(self.offset), self.layout_b._key())
+
+    def __eq__(self, other):
+        return isinstance(other, ComposedLayout) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def cute_str(self):
+        return f"{to_str(self.layout_a)} o {to_str(self.offset)} o {to_str(self.layout_b)}"
+
+    __str__ = cute_str
+
+    def __repr__(self):
+        return f"ComposedLayout({self.cute_str()})"
+
+
+def _apply_outer(a, x):
+    if isinstance(a, Layout):
+        return crd2idx(x, a.shape, a.stride)
+    return a(x)
+
+
+def make_composed_layout(layout_a, offset, layout_b):
+    """C++ ``make_composed_layout``: always a ComposedLayout (no simplification)."""
+    return ComposedLayout(layout_a, offset, layout_b)
+
+
+def _is_static_zero_offset(o):
+    # C++'s composition(Swizzle<0,M,S>, Int<0>, Layout) overload matches Int<0> exactly: not smem_ptr_flag,
+    # not the C<0u> of an upcast offset
+    return type(o) is Int and int(o) == 0
+
+
+def _is_constant_zero(o):
+    # C++ is_constant<0, Offset>: Int<0> and C<0u>, not smem_ptr_flag (a type derived from Int<0>)
+    return is_constant(0, o) and not isinstance(o, SmemPtrFlag)
+
+
+def composition3(layout_a, offset, layout_b):
+    """C++ ``composition(A, offset, B)``: ComposedLayout, except ``Sw<0,M,S> o _0 o Layout`` is the Layout."""
+    if (isinstance(layout_a, Swizzle) and layout_a.num_bits == 0 and _is_static_zero_offset(offset)
+            and isinstance(layout_b, Layout)):
+        return layout_b
+    return ComposedLayout(layout_a, offset, layout_b)
+
+
+def make_swizzle_layout(sw):
+    """C++ ``make_layout(Swizzle<B,M,S>)``: the swizzle over ``2^(M+B+|S|)`` elements."""
+    return composition3(sw, Int(0), Layout(Int(1 << (sw.num_base + sw.num_bits + abs(sw.num_shft))), Int(1)))
+
+
+def compose_layout_with(a, b):
+    """``composition(Layout, Swizzle)`` and ``composition(Layout, ComposedLayout)``."""
+    if isinstance(b, Swizzle):
+        active_y = crd2idx(Int(b.yyy_msk), a.shape, a.stride)
+        active_z = crd2idx(Int(b.zzz_msk), a.shape, a.stride)
+        if not (is_static(active_y) and is_static(active_z)):
+            raise ValueError("composition(Layout, Swizzle) needs a static layout")
+        return composition3(make_swizzle(active_y, active_z), Int(0), a)
+    if not is_constant(0, b.offset):  # C++ asserts offset == Int<0>{}, a comparison of values
+        raise ValueError(f"composition(Layout, ComposedLayout) requires offset _0, got {to_str(b.offset)}")
+    return composition(composition(a, b.layout_a), b.layout_b)
+
+
+def compose_swizzles(s0, s1):
+    """C++ ``composition(Swizzle, Swizzle)``: one swizzle with both masks (same shift only)."""
+    if s0.num_shft != s1.num_shft:
+        raise ValueError("composition: can only merge swizzles of the same shift")
+    return make_swizzle(s0.yyy_msk ^ s1.yyy_msk, s0.zzz_msk ^ s1.zzz_msk)
+
+
+def _neg_offset(o):
+    return -o if not isinstance(o, MixedBits) else -int(o)
+
+
+def right_inverse_composed(x):
+    if isinstance(x, Swizzle):
+        return x
+    if isinstance(x.layout_a, Swizzle) and _is_constant_zero(x.offset):
+        return composition(right_inverse(x.layout_b), x.layout_a)
+    return composition3(right_inverse(x.layout_b), _neg_offset(x.offset), right_inverse(x.layout_a))
+
+
+def left_inverse_composed(x):
+    if isinstance(x, Swizzle):
+        return x
+    if isinstance(x.layout_a, Swizzle) and _is_constant_zero(x.offset):
+        return composition(left_inverse(x.layout_b), x.layout_a)
+    return composition3(left_inverse(x.layout_b), _neg_offset(x.offset), left_inverse(x.layout_a))
+
+
+def _log2_pow2(n, what):
+    n = int(n)
+    if n <= 0 or n & (n - 1):
+        raise ValueError(f"{what}: N must be a power of two, got {n}")
+    return n.bit_length() - 1
+
+
+def _upcast_swizzle(sw, n):
+    new_m = sw.num_base - _log2_pow2(n, "upcast of a Swizzle")
+    if new_m >= 0:
+        return Swizzle(sw.num_bits, new_m, sw.num_shft)
+    return Swizzle(max(sw.num_bits + new_m, 0), 0, sw.num_shft)
+
+
+def _upcast_offset(o, n):
+    if isinstance(o, MixedBits):
+        _log2_pow2(n, "upcast of MixedBits")
+        if o.static_int % int(n) or o.static_flags % int(n):
+            raise ValueError(f"upcast<{int(n)}>: the static bits of offset {to_str(o)} are not divisible "
+                             "(C++ safe_div's static_assert)")
+        return make_mixed_bits(div(Int(o.static_int), n), o.dynamic_int // int(n), div(Int(o.static_flags), n))
+    if is_static(o):
+        if int(o) % int(n) != 0:
+            raise ValueError(f"upcast<{int(n)}>: static offset {to_str(o)} is not divisible")
+        return UnsignedInt(div(o, n))  # C++ divides by a uint32_t N
+    return div(o, n)
+
+
+def upcast_composed(x, n):
+    if isinstance(x, Swizzle):
+        return _upcast_swizzle(x, n)
+    if isinstance(x.offset, SmemPtrFlag):
+        return composition3(x.layout_a, SmemPtrFlag(x.offset.bits * int(n)), upcast(x.layout_b, n))
+    return composition3(upcast(x.layout_a, n), _upcast_offset(x.offset, n), upcast(x.layout_b, n))
+
+
+def downcast_composed(x, n):
+    if isinstance(x, Swizzle):
+        return Swizzle(x.num_bits, x.num_base + _log2_pow2(n, "downcast of a Swizzle"), x.num_shft)
+    if isinstance(x.offset, SmemPtrFlag):
+        return composition3(x.layout_a, SmemPtrFlag(x.offset.bits // int(n)), downcast(x.layout_b, n))
+    off = x.offset
+    if isinstance(off, MixedBits):
+        _log2_pow2(n, "downcast of MixedBits")
+        off = make_mixed_bits(Int(off.static_int * int(n)), off.dynamic_int * int(n), Int(off.static_flags * int(n)))
+    elif is_static(off):
+        off = UnsignedInt(off * n)  # C++ multiplies by a uint32_t N
+    else:
+        off = off * n
+    return composition3(downcast(x.layout_a, n), off, downcast(x.layout_b, n))
+
+
+def max_common_layout_composed(a, b):
+    if isinstance(a, ComposedLayout) and isinstance(b, Layout) and isinstance(a.layout_a, Swizzle):
+        common = max_common_layout(a.layout_b, b)
+        base = 1 << a.layout_a.num_base
+        return composition(common, Int(base)) if base < int(size(common)) else common
+    if isinstance(b, ComposedLayout) and isinstance(a, Layout):
+        return max_common_layout_composed(b, a)
+    raise TypeError("max_common_layout: supported for a swizzled ComposedLayout and a Layout")
+
+
+def max_common_vector_composed(a, b):
+    if isinstance(a, ComposedLayout) and isinstance(b, ComposedLayout):
+        vec = max_common_vector(a.layout_b, b.layout_b)
+        if a.layout_a == b.layout_a:
+            return vec
+        return cmin(cmin(vec, Int(1 << a.layout_a.num_base)), Int(1 << b.layout_a.num_base))
+    if isinstance(a, ComposedLayout):
+        return cmin(max_common_vector(a.layout_b, b), Int(1 << a.layout_a.num_base))
+    return max_common_vector_composed(b, a)
+
+
+def max_alignment_composed(x):
+    if isinstance(x, Swizzle):
+        return Int(1 << x.num_base)
+    if not isinstance(x.layout_a, Swizzle):
+        return Int(1)
+    if isinstance(x.offset, MixedBits):
+        off = Int(1 << _countr_zero(x.offset.static_int | x.offset.static_flags))
+    elif is_static(x.offset):
+        off = x.offset
+    else:
+        off = x.offset
+    return gcd(gcd(Int(1 << x.layout_a.num_base), off), max_alignment(x.layout_b))
+
+
+def _swizzle_projections(sw):
+    b, m, s = sw.num_bits, sw.num_base, abs(sw.num_shft)
+    shp = (Int(1 << m), Int(1 << b), Int(1 << (s - b)), Int(1 << b), Int(1))
+    only_zy = Layout(shp, (Int(0), Int(1 << m), Int(0), Int(1 << (m + s)), Int(0)))
+    return shp, only_zy
+
+
+def logical_product_composed_tiler(block, tiler):
+    """C++ ``logical_product(Layout, ComposedLayout<Swizzle,...>)``: moves the swizzle onto the product."""
+    if not isinstance(tiler.layout_a, Swizzle):
+        raise TypeError("logical_product with a composed tiler needs a Swizzle outer function")
+    if not is_constant(0, tiler.offset):  # C++ asserts offset == Int<0>{}, a comparison of values
+        raise ValueError("logical_product: require Swizzle offset == _0")
+    sw = tiler.layout_a
+    new_layout = logical_product(block, tiler.layout_b)
+    _shp, only_zy = _swizzle_projections(sw)
+    layout_only_zy = composition(only_zy, tiler.layout_b)
+    active = crd2idx(size(layout_only_zy) - Int(1), layout_only_zy.shape, layout_only_zy.stride)
+    active_z = active & Int(sw.zzz_msk)
+    active_y = active & Int(sw.yyy_msk)
+    tb = tiler.layout_b
+    new_z = crd2idx((Int(0), crd2idx(active_z, tb.shape, tb.stride)), new_layout.shape, new_layout.stride)
+    new_y = crd2idx((Int(0), crd2idx(active_y, tb.shape, tb.stride)), new_layout.shape, new_layout.stride)
+    return composition3(make_swizzle(new_y, new_z), Int(0), new_layout)
+
+
+def _cond_return(cond, cond_static, t, f):
+    """C++ ``conditional_return(b, t, f)`` with static-ness of the condition and of the values."""
+    if cond_static:
+        return t if cond else f
+    if isinstance(t, Int) and isinstance(f, Int) and int(t) == int(f):
+        return t
+    return int(t) if cond else int(f)
+
+
+def _swizzle_strides(z_side, z, y, offset, nbits):
+    out = []
+    for i in range(nbits):
+        probe = _and(offset, Int(y << i) if z_side else Int(z << i))
+        cond = int(probe) == 0
+        cond_static = isinstance(probe, Int)
+        if z_side:
+            out.append(_cond_return(cond, cond_static, Int(z * (1 << i)), Int(-z * (1 << i))))
+        else:
+            out.append(_cond_return(cond, cond_static, Int((y + z) * (1 << i)), Int((y - z) * (1 << i))))
+    return tuple(out)
+
+
+def _swizzle_slice_and_offset(coord, layout):
+    sw = layout.layout_a
+    if all_underscore(coord):
+        return composition3(sw, layout.offset, slice_layout(coord, layout.layout_b)), Int(0)
+    b, m, s = sw.num_bits, sw.num_base, abs(sw.num_shft)
+    shp, only_zy = _swizzle_projections(sw)
+    anti_zy = Layout(shp, (Int(1), Int(0), Int(1 << (m + b)), Int(0), Int(1 << (m + b + s))))
+    sliced = slice_layout(coord, layout.layout_b)
+    diced = dice_layout(coord, layout.layout_b)
+    diced_coord = _dice(coord, coord)
+    diced_anti = composition(anti_zy, diced)
+    diced_only = composition(only_zy, diced)
+    offset_only_zy = _xor(layout.offset, _to_mixed_bits(diced_only.shape, diced_only.stride,
+                                                        idx2crd(diced_coord, diced_only.shape)))
+    offset_anti_zy = crd2idx(diced_coord, diced_anti.shape, diced_anti.stride)
+    sliced_only = composition(only_zy, sliced)
+    active = crd2idx(size(sliced_only) - Int(1), sliced_only.shape, sliced_only.stride)
+    if isinstance(active, Int) and int(active) & ~int(sw(active)):
+        # the remaining layout hits both Y and Z bits: not reducible
+        return composition3(sw, offset_only_zy, sliced), offset_anti_zy
+    zm, ym = sw.zzz_msk, sw.yyy_msk
+    z, y = zm & -zm, ym & -ym
+    stride_lo = _swizzle_strides(z < y, z, y, offset_only_zy, b)
+    stride_hi = _swizzle_strides(z > y, z, y, offset_only_zy, b)
+    two = (Int(2),) * b
+    sw_layout = Layout((Int(1 << m), _unwrap_rep(two), Int(1 << (s - b)), _unwrap_rep(two), Int(1)),
+                       (Int(1), _unwrap_rep(stride_lo), Int(1 << (m + b)), _unwrap_rep(stride_hi),
+                        Int(1 << (m + b + s))))
+    return composition(sw_layout, sliced), _add_offsets(sw(offset_only_zy), offset_anti_zy)
+
+
+def _unwrap_rep(t):
+    # C++ repeat<B>(x) is x itself for B == 1
+    return t[0] if len(t) == 1 else t
+
+
+def _add_offsets(a, b):
+    if isinstance(a, MixedBits):
+        return int(a) + _plain(b)
+    return a + b
+
+
+def get_swizzle_portion(x):
+    return x.layout_a if isinstance(x, ComposedLayout) and isinstance(x.layout_a, Swizzle) else Swizzle(0, 4, 3)
+
+
+def get_nonswizzle_portion(x):
+    return x.layout_b if isinstance(x, ComposedLayout) and isinstance(x.layout_a, Swizzle) else x
+
+
+def as_position_independent_swizzle_layout(x):
+    """C++ ``as_position_independent_swizzle_layout``: recast a byte-address swizzle to element units."""
+    if not (isinstance(x, ComposedLayout) and isinstance(x.offset, SmemPtrFlag)):
+        return x
+    return composition3(recast(x.layout_a, 8, x.offset.bits), Int(0), x.layout_b)

@@ -8,25 +8,11 @@
 
 import re
 
-from .int_tuple import Int, ScaledBasis, Underscore, size
+from .int_tuple import Int, ScaledBasis, _, size, to_str
+from .layout import Layout, as_position_independent_swizzle_layout, cosize, make_composed_layout, rank
+from .swizzle import SmemPtrFlag, Swizzle
 
 __all__ = ["to_str", "print_layout", "layout_table", "parse_layout", "parse_int_tuple"]
-
-
-def to_str(x):
-    """C++ ``cute::print`` text of ``x`` (int-tuple, layout, swizzle, composed layout)."""
-    if isinstance(x, tuple):
-        return "(" + ",".join(to_str(a) for a in x) + ")"
-    if isinstance(x, (Int, Underscore, ScaledBasis)):
-        return repr(x)
-    if isinstance(x, bool):
-        raise TypeError("to_str: bool is not an IntTuple")
-    if isinstance(x, int):
-        return str(int(x))
-    text = getattr(x, "cute_str", None)
-    if text is None:
-        raise TypeError(f"to_str: cannot print {type(x).__name__}")
-    return text()
 
 
 def _num_digits(x):
@@ -39,9 +25,6 @@ def _num_digits(x):
 
 def layout_table(layout):
     """The text C++ ``print_layout(layout)`` prints, for a rank-2 (possibly composed) layout."""
-    from .layout import cosize, rank
-    from .swizzle import as_position_independent_swizzle_layout
-
     layout = as_position_independent_swizzle_layout(layout)  # as C++ does for smem_ptr_flag atoms
     if int(rank(layout)) != 2:
         raise ValueError(f"print_layout needs a rank-2 layout, got rank {int(rank(layout))}: {to_str(layout)}")
@@ -126,8 +109,6 @@ class _Parser:
 
     def offset(self):
         if self.peek() == "flag":
-            from .swizzle import SmemPtrFlag
-
             return SmemPtrFlag(self.take("flag"))
         return self.int_tuple()
 
@@ -137,7 +118,6 @@ class _Parser:
             return _number(self.take("num"))
         if kind == "under":
             self.take("under")
-            from .int_tuple import _
             return _
         if kind == "(":
             self.take("(")
@@ -153,8 +133,6 @@ class _Parser:
         raise ValueError(f"parse_layout: expected an integer or '(', found {found!r} in {self.text!r}")
 
     def plain_layout(self):
-        from .layout import Layout
-
         shape = self.int_tuple()
         self.take(":")
         stride = self.int_tuple()
@@ -162,8 +140,6 @@ class _Parser:
 
     def layout_term(self):
         if self.peek() == "sw":
-            from .swizzle import Swizzle
-
             return Swizzle(*self.take("sw"))
         return self.plain_layout()
 
@@ -175,8 +151,6 @@ class _Parser:
         offset = self.offset()
         self.take("o")
         inner = self.layout()
-        from .swizzle import make_composed_layout
-
         return make_composed_layout(first, offset, inner)
 
     def done(self):

@@ -1,31 +1,20 @@
-"""Swizzle<B,M,S>, composed layouts (``A o offset o B``) and the shared-memory atoms built from them.
-
-Follows ``cute/swizzle.hpp``, ``cute/layout_composed.hpp``, ``cute/swizzle_layout.hpp`` and
-``cute/pointer_flagged.hpp``:
+"""Swizzle<B,M,S> and the offset types of swizzled layouts, following ``cute/swizzle.hpp`` and
+``cute/pointer_flagged.hpp``.
 
 * :class:`Swizzle` XORs the ``B`` bits at ``M + max(0,S)`` into the bits at ``M - min(0,S)``.
-* :class:`ComposedLayout` is ``layout_a o offset o layout_b``; most operations act on
-  ``layout_b`` (which defines the domain) and re-compose, exactly as C++ does.
-* Slicing a swizzled layout decays to a plain layout when C++ does (tracking statically and
-  dynamically known offset bits with :class:`MixedBits`).
-* :func:`sm80_swizzle_atom` and :func:`gmma_smem_atom` build the SM80 ldmatrix-friendly atoms and
-  the SM90 GMMA atoms (``GMMA::Layout_K_SW128_Atom<T>`` ...) the way C++ does.
+* :class:`MixedBits` is an offset whose bits are partly static, partly dynamic (slicing a swizzled
+  layout tracks them to decide, as C++ does, whether the slice decays to a plain layout).
+* :class:`SmemPtrFlag` is the offset of the SM90 GMMA atoms (``smem_ptr[16b](unset)``).
+
+Like C++'s swizzle.hpp this needs no layouts; swizzled (composed) layouts and their algebra are in
+:mod:`flashcute.layout.layout`, which builds on this module.
 """
 
 import numpy as np
 
-from .int_tuple import Int, is_static, is_int, all_underscore, cmin, gcd, div, shiftr, idx2crd, crd2idx
-from .layout import (
-    Layout, composition, right_inverse, left_inverse, upcast, downcast, max_common_layout,
-    max_common_vector, logical_product, slice_layout, dice_layout, size, max_alignment,
-)
-from .printing import to_str
+from .int_tuple import Int, is_static, is_int, shiftr
 
-__all__ = [
-    "Swizzle", "make_swizzle", "ComposedLayout", "make_composed_layout", "MixedBits",
-    "SmemPtrFlag", "get_swizzle_portion", "get_nonswizzle_portion",
-    "as_position_independent_swizzle_layout", "sm80_swizzle_atom", "gmma_smem_atom",
-]
+__all__ = ["Swizzle", "make_swizzle", "MixedBits", "SmemPtrFlag"]
 
 _U32 = 0xFFFFFFFF
 
@@ -38,7 +27,6 @@ class Swizzle:
     """
 
     __slots__ = ("num_bits", "num_base", "num_shft")
-    is_swizzle = True
 
     def __init__(self, b, m, s=None):
         s = b if s is None else s
@@ -138,9 +126,17 @@ class SmemPtrFlag(Int):
         return (SmemPtrFlag, (self.bits,))
 
 
-def _is_static_zero_offset(o):
-    # C++'s composition(Swizzle<0,M,S>, Int<0>, Layout) overload matches Int<0> exactly, not smem_ptr_flag
-    return type(o) is Int and int(o) == 0
+class UnsignedInt(Int):
+    """A static unsigned integer, C++ ``C<Nu>``: what ``upcast<N>`` / ``downcast<N>`` make of a static offset
+    (their ``N`` is a ``uint32_t``).  It computes and prints as :class:`Int` (``_0``), but it is not ``Int<0>``:
+    ``Sw<0,M,S> o _0 o layout`` with this offset stays composed, where an ``Int<0>`` offset decays to the layout.
+    """
+
+    def __new__(cls, value):
+        return int.__new__(cls, int(value))
+
+    def __reduce__(self):
+        return (UnsignedInt, (int(self),))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -290,383 +286,3 @@ def _and(a, b):
     if isinstance(b, MixedBits) and not isinstance(a, MixedBits):
         return b & a
     return a & b
-
-
-# ---------------------------------------------------------------------------------------------
-# ComposedLayout
-# ---------------------------------------------------------------------------------------------
-
-class ComposedLayout:
-    """C++ ``ComposedLayout<A,O,B>``: ``c -> layout_a(offset + layout_b(c))``; printed ``A o O o B``.
-
-    ``layout_b`` defines the domain (shape, size, rank); there are no strides.
-    """
-
-    __slots__ = ("layout_a", "offset", "layout_b")
-    is_composed_layout = True
-
-    def __init__(self, layout_a, offset, layout_b):
-        self.layout_a, self.offset, self.layout_b = layout_a, offset, layout_b
-
-    @property
-    def shape(self):
-        return self.layout_b.shape
-
-    def _rebuild(self, new_b):
-        return composition3(self.layout_a, self.offset, new_b)
-
-    def __call__(self, *coord):
-        if not coord:
-            raise TypeError("ComposedLayout call needs a coordinate")
-        c = coord[0] if len(coord) == 1 else tuple(coord)
-        from .int_tuple import as_int_tuple, has_underscore
-
-        c = as_int_tuple(c, "coordinate")
-        if has_underscore(c):
-            self.layout_b(c)  # range-checks the fixed part of the coordinate
-            return self.slice(c)
-        return _apply_outer(self.layout_a, self.offset + self.layout_b(c))
-
-    def __getitem__(self, coord):
-        return self(coord)
-
-    def offsets(self):
-        """All offsets in colexicographic order (vectorised)."""
-        inner = self.layout_b.offsets() + int(self.offset)
-        if isinstance(self.layout_a, Swizzle):
-            return self.layout_a(inner)
-        return self.layout_a.evaluate(inner)
-
-    def slice_and_offset(self, coord):
-        if isinstance(self.layout_a, Swizzle):
-            return _swizzle_slice_and_offset(coord, self)
-        sub = slice_layout(coord, self.layout_b)
-        off = crd2idx(coord, self.layout_b.shape, self.layout_b.stride)
-        return ComposedLayout(self.layout_a, self.offset + off, sub), Int(0)
-
-    def slice(self, coord):
-        return self.slice_and_offset(coord)[0]
-
-    def domain_offset(self, coord):
-        off = crd2idx(coord, self.layout_b.shape, self.layout_b.stride)
-        return ComposedLayout(self.layout_a, self.offset + off, self.layout_b), Int(0)
-
-    def compose(self, *tilers):
-        return composition(self, tilers[0] if len(tilers) == 1 else tuple(tilers))
-
-    def _key(self):
-        a = self.layout_a._key() if hasattr(self.layout_a, "_key") else self.layout_a
-        return (a, to_str(self.offset), self.layout_b._key())
-
-    def __eq__(self, other):
-        return isinstance(other, ComposedLayout) and self._key() == other._key()
-
-    def __hash__(self):
-        return hash(self._key())
-
-    def cute_str(self):
-        return f"{to_str(self.layout_a)} o {to_str(self.offset)} o {to_str(self.layout_b)}"
-
-    __str__ = cute_str
-
-    def __repr__(self):
-        return f"ComposedLayout({self.cute_str()})"
-
-
-def _apply_outer(a, x):
-    if isinstance(a, Layout):
-        return crd2idx(x, a.shape, a.stride)
-    return a(x)
-
-
-def make_composed_layout(layout_a, offset, layout_b):
-    """C++ ``make_composed_layout``: always a ComposedLayout (no simplification)."""
-    return ComposedLayout(layout_a, offset, layout_b)
-
-
-def composition3(layout_a, offset, layout_b):
-    """C++ ``composition(A, offset, B)``: ComposedLayout, except ``Sw<0,M,S> o _0 o Layout`` is the Layout."""
-    if (isinstance(layout_a, Swizzle) and layout_a.num_bits == 0 and _is_static_zero_offset(offset)
-            and isinstance(layout_b, Layout)):
-        return layout_b
-    return ComposedLayout(layout_a, offset, layout_b)
-
-
-def make_swizzle_layout(sw):
-    """C++ ``make_layout(Swizzle<B,M,S>)``: the swizzle over ``2^(M+B+|S|)`` elements."""
-    return composition3(sw, Int(0), Layout(Int(1 << (sw.num_base + sw.num_bits + abs(sw.num_shft))), Int(1)))
-
-
-def compose_layout_with(a, b):
-    """``composition(Layout, Swizzle)`` and ``composition(Layout, ComposedLayout)``."""
-    if isinstance(b, Swizzle):
-        active_y = crd2idx(Int(b.yyy_msk), a.shape, a.stride)
-        active_z = crd2idx(Int(b.zzz_msk), a.shape, a.stride)
-        if not (is_static(active_y) and is_static(active_z)):
-            raise ValueError("composition(Layout, Swizzle) needs a static layout")
-        return composition3(make_swizzle(active_y, active_z), Int(0), a)
-    if not _is_static_zero_offset(b.offset) and not isinstance(b.offset, SmemPtrFlag):
-        raise ValueError(f"composition(Layout, ComposedLayout) requires offset _0, got {to_str(b.offset)}")
-    return composition(composition(a, b.layout_a), b.layout_b)
-
-
-def compose_swizzles(s0, s1):
-    """C++ ``composition(Swizzle, Swizzle)``: one swizzle with both masks (same shift only)."""
-    if s0.num_shft != s1.num_shft:
-        raise ValueError("composition: can only merge swizzles of the same shift")
-    return make_swizzle(s0.yyy_msk ^ s1.yyy_msk, s0.zzz_msk ^ s1.zzz_msk)
-
-
-def _neg_offset(o):
-    return -o if not isinstance(o, MixedBits) else -int(o)
-
-
-def right_inverse_composed(x):
-    if isinstance(x, Swizzle):
-        return x
-    if isinstance(x.layout_a, Swizzle) and _is_static_zero_offset(x.offset):
-        return composition(right_inverse(x.layout_b), x.layout_a)
-    return composition3(right_inverse(x.layout_b), _neg_offset(x.offset), right_inverse(x.layout_a))
-
-
-def left_inverse_composed(x):
-    if isinstance(x, Swizzle):
-        return x
-    if isinstance(x.layout_a, Swizzle) and _is_static_zero_offset(x.offset):
-        return composition(left_inverse(x.layout_b), x.layout_a)
-    return composition3(left_inverse(x.layout_b), _neg_offset(x.offset), left_inverse(x.layout_a))
-
-
-def _log2_pow2(n, what):
-    n = int(n)
-    if n <= 0 or n & (n - 1):
-        raise ValueError(f"{what}: N must be a power of two, got {n}")
-    return n.bit_length() - 1
-
-
-def _upcast_swizzle(sw, n):
-    new_m = sw.num_base - _log2_pow2(n, "upcast of a Swizzle")
-    if new_m >= 0:
-        return Swizzle(sw.num_bits, new_m, sw.num_shft)
-    return Swizzle(max(sw.num_bits + new_m, 0), 0, sw.num_shft)
-
-
-def _upcast_offset(o, n):
-    if isinstance(o, MixedBits):
-        _log2_pow2(n, "upcast of MixedBits")
-        return make_mixed_bits(div(Int(o.static_int), n), o.dynamic_int // int(n), div(Int(o.static_flags), n))
-    if is_static(o) and int(o) % int(n) != 0:
-        raise ValueError(f"upcast<{int(n)}>: static offset {to_str(o)} is not divisible")
-    return div(o, n)
-
-
-def upcast_composed(x, n):
-    if isinstance(x, Swizzle):
-        return _upcast_swizzle(x, n)
-    if isinstance(x.offset, SmemPtrFlag):
-        return composition3(x.layout_a, SmemPtrFlag(x.offset.bits * int(n)), upcast(x.layout_b, n))
-    return composition3(upcast(x.layout_a, n), _upcast_offset(x.offset, n), upcast(x.layout_b, n))
-
-
-def downcast_composed(x, n):
-    if isinstance(x, Swizzle):
-        return Swizzle(x.num_bits, x.num_base + _log2_pow2(n, "downcast of a Swizzle"), x.num_shft)
-    if isinstance(x.offset, SmemPtrFlag):
-        return composition3(x.layout_a, SmemPtrFlag(x.offset.bits // int(n)), downcast(x.layout_b, n))
-    off = x.offset
-    if isinstance(off, MixedBits):
-        _log2_pow2(n, "downcast of MixedBits")
-        off = make_mixed_bits(Int(off.static_int * int(n)), off.dynamic_int * int(n), Int(off.static_flags * int(n)))
-    else:
-        off = off * n
-    return composition3(downcast(x.layout_a, n), off, downcast(x.layout_b, n))
-
-
-def max_common_layout_composed(a, b):
-    if isinstance(a, ComposedLayout) and isinstance(b, Layout) and isinstance(a.layout_a, Swizzle):
-        common = max_common_layout(a.layout_b, b)
-        base = 1 << a.layout_a.num_base
-        return composition(common, Int(base)) if base < int(size(common)) else common
-    if isinstance(b, ComposedLayout) and isinstance(a, Layout):
-        return max_common_layout_composed(b, a)
-    raise TypeError("max_common_layout: supported for a swizzled ComposedLayout and a Layout")
-
-
-def max_common_vector_composed(a, b):
-    if isinstance(a, ComposedLayout) and isinstance(b, ComposedLayout):
-        vec = max_common_vector(a.layout_b, b.layout_b)
-        if a.layout_a == b.layout_a:
-            return vec
-        return cmin(cmin(vec, Int(1 << a.layout_a.num_base)), Int(1 << b.layout_a.num_base))
-    if isinstance(a, ComposedLayout):
-        return cmin(max_common_vector(a.layout_b, b), Int(1 << a.layout_a.num_base))
-    return max_common_vector_composed(b, a)
-
-
-def max_alignment_composed(x):
-    if isinstance(x, Swizzle):
-        return Int(1 << x.num_base)
-    if not isinstance(x.layout_a, Swizzle):
-        return Int(1)
-    if isinstance(x.offset, MixedBits):
-        off = Int(1 << _countr_zero(x.offset.static_int | x.offset.static_flags))
-    elif is_static(x.offset):
-        off = x.offset
-    else:
-        off = x.offset
-    return gcd(gcd(Int(1 << x.layout_a.num_base), off), max_alignment(x.layout_b))
-
-
-def _swizzle_projections(sw):
-    b, m, s = sw.num_bits, sw.num_base, abs(sw.num_shft)
-    shp = (Int(1 << m), Int(1 << b), Int(1 << (s - b)), Int(1 << b), Int(1))
-    only_zy = Layout(shp, (Int(0), Int(1 << m), Int(0), Int(1 << (m + s)), Int(0)))
-    return shp, only_zy
-
-
-def logical_product_composed_tiler(block, tiler):
-    """C++ ``logical_product(Layout, ComposedLayout<Swizzle,...>)``: moves the swizzle onto the product."""
-    if not isinstance(tiler.layout_a, Swizzle):
-        raise TypeError("logical_product with a composed tiler needs a Swizzle outer function")
-    if not _is_static_zero_offset(tiler.offset):
-        raise ValueError("logical_product: require Swizzle offset == _0")
-    sw = tiler.layout_a
-    new_layout = logical_product(block, tiler.layout_b)
-    _shp, only_zy = _swizzle_projections(sw)
-    layout_only_zy = composition(only_zy, tiler.layout_b)
-    active = crd2idx(size(layout_only_zy) - Int(1), layout_only_zy.shape, layout_only_zy.stride)
-    active_z = active & Int(sw.zzz_msk)
-    active_y = active & Int(sw.yyy_msk)
-    tb = tiler.layout_b
-    new_z = crd2idx((Int(0), crd2idx(active_z, tb.shape, tb.stride)), new_layout.shape, new_layout.stride)
-    new_y = crd2idx((Int(0), crd2idx(active_y, tb.shape, tb.stride)), new_layout.shape, new_layout.stride)
-    return composition3(make_swizzle(new_y, new_z), Int(0), new_layout)
-
-
-def _cond_return(cond, cond_static, t, f):
-    """C++ ``conditional_return(b, t, f)`` with static-ness of the condition and of the values."""
-    if cond_static:
-        return t if cond else f
-    if isinstance(t, Int) and isinstance(f, Int) and int(t) == int(f):
-        return t
-    return int(t) if cond else int(f)
-
-
-def _swizzle_strides(z_side, z, y, offset, nbits):
-    out = []
-    for i in range(nbits):
-        probe = _and(offset, Int(y << i) if z_side else Int(z << i))
-        cond = int(probe) == 0
-        cond_static = isinstance(probe, Int)
-        if z_side:
-            out.append(_cond_return(cond, cond_static, Int(z * (1 << i)), Int(-z * (1 << i))))
-        else:
-            out.append(_cond_return(cond, cond_static, Int((y + z) * (1 << i)), Int((y - z) * (1 << i))))
-    return tuple(out)
-
-
-def _swizzle_slice_and_offset(coord, layout):
-    sw = layout.layout_a
-    if all_underscore(coord):
-        return composition3(sw, layout.offset, slice_layout(coord, layout.layout_b)), Int(0)
-    b, m, s = sw.num_bits, sw.num_base, abs(sw.num_shft)
-    shp, only_zy = _swizzle_projections(sw)
-    anti_zy = Layout(shp, (Int(1), Int(0), Int(1 << (m + b)), Int(0), Int(1 << (m + b + s))))
-    sliced = slice_layout(coord, layout.layout_b)
-    diced = dice_layout(coord, layout.layout_b)
-    from .int_tuple import dice as _dice
-
-    diced_coord = _dice(coord, coord)
-    diced_anti = composition(anti_zy, diced)
-    diced_only = composition(only_zy, diced)
-    offset_only_zy = _xor(layout.offset, _to_mixed_bits(diced_only.shape, diced_only.stride,
-                                                        idx2crd(diced_coord, diced_only.shape)))
-    offset_anti_zy = crd2idx(diced_coord, diced_anti.shape, diced_anti.stride)
-    sliced_only = composition(only_zy, sliced)
-    active = crd2idx(size(sliced_only) - Int(1), sliced_only.shape, sliced_only.stride)
-    if isinstance(active, Int) and int(active) & ~int(sw(active)):
-        # the remaining layout hits both Y and Z bits: not reducible
-        return composition3(sw, offset_only_zy, sliced), offset_anti_zy
-    zm, ym = sw.zzz_msk, sw.yyy_msk
-    z, y = zm & -zm, ym & -ym
-    stride_lo = _swizzle_strides(z < y, z, y, offset_only_zy, b)
-    stride_hi = _swizzle_strides(z > y, z, y, offset_only_zy, b)
-    two = (Int(2),) * b
-    sw_layout = Layout((Int(1 << m), _unwrap_rep(two), Int(1 << (s - b)), _unwrap_rep(two), Int(1)),
-                       (Int(1), _unwrap_rep(stride_lo), Int(1 << (m + b)), _unwrap_rep(stride_hi),
-                        Int(1 << (m + b + s))))
-    return composition(sw_layout, sliced), _add_offsets(sw(offset_only_zy), offset_anti_zy)
-
-
-def _unwrap_rep(t):
-    # C++ repeat<B>(x) is x itself for B == 1
-    return t[0] if len(t) == 1 else t
-
-
-def _add_offsets(a, b):
-    if isinstance(a, MixedBits):
-        return int(a) + _plain(b)
-    return a + b
-
-
-def get_swizzle_portion(x):
-    return x.layout_a if isinstance(x, ComposedLayout) and isinstance(x.layout_a, Swizzle) else Swizzle(0, 4, 3)
-
-
-def get_nonswizzle_portion(x):
-    return x.layout_b if isinstance(x, ComposedLayout) and isinstance(x.layout_a, Swizzle) else x
-
-
-def as_position_independent_swizzle_layout(x):
-    """C++ ``as_position_independent_swizzle_layout``: recast a byte-address swizzle to element units."""
-    if not (isinstance(x, ComposedLayout) and isinstance(x.offset, SmemPtrFlag)):
-        return x
-    from .layout import recast
-
-    return composition3(recast(x.layout_a, 8, x.offset.bits), Int(0), x.layout_b)
-
-
-# ---------------------------------------------------------------------------------------------
-# Shared-memory atoms
-# ---------------------------------------------------------------------------------------------
-
-def sm80_swizzle_atom(k_elems=64, bits=16, rows=8):
-    """SM80 K-major smem atom for ldmatrix / 128-bit loads, as FlashAttention-2 and CuTe's sgemm_sm80 build it.
-
-    ``composition(Swizzle<B,M,3>, Layout<(rows, k):(k, 1)>)`` with ``M = log2(16 bytes / element)``
-    and ``B = log2(row bytes / 16)`` capped at 3 (64 fp16 -> ``Sw<3,3,3>``, 32 fp16 -> ``Sw<2,3,3>``).
-    """
-    elem_bytes = int(bits) // 8
-    if elem_bytes < 1 or 16 % elem_bytes:
-        raise ValueError(f"sm80_swizzle_atom: unsupported element width {bits} bits")
-    row_bytes = int(k_elems) * elem_bytes
-    if row_bytes < 16 or row_bytes & (row_bytes - 1):
-        raise ValueError(f"sm80_swizzle_atom: a row of {k_elems} elements must be a power-of-2 multiple of 16 bytes")
-    m = (16 // elem_bytes).bit_length() - 1
-    b = min(3, (row_bytes // 16).bit_length() - 1)
-    return composition(Swizzle(b, m, 3), Layout((Int(rows), Int(k_elems)), (Int(k_elems), Int(1))))
-
-
-_GMMA_SWIZZLE = {"INTER": 0, "SW32": 1, "SW64": 2, "SW128": 3}
-
-
-def gmma_smem_atom(major, kind, bits):
-    """SM90 ``GMMA::Layout_{K,MN}_{INTER,SW32,SW64,SW128}_Atom<T>`` for ``bits``-wide elements.
-
-    Built as C++ does: the bit-level atom ``ComposedLayout<Swizzle<b,4,3>, smem_ptr_flag, Layout<...>>``
-    upcast to the element width, e.g. K/SW128/16 -> ``Sw<3,4,3> o smem_ptr[16b](unset) o (_8,_64):(_64,_1)``.
-    """
-    major, kind = str(major).upper(), str(kind).upper()
-    if kind not in _GMMA_SWIZZLE:
-        raise ValueError(f"gmma_smem_atom: kind must be one of {sorted(_GMMA_SWIZZLE)}, got {kind!r}")
-    b = _GMMA_SWIZZLE[kind]
-    width = 128 << b
-    if major == "K":
-        bits_layout = Layout((Int(8), Int(width)), (Int(width), Int(1)))
-    elif major == "MN":
-        bits_layout = Layout((Int(width), Int(8)), (Int(1), Int(width)))
-    else:
-        raise ValueError(f"gmma_smem_atom: major must be 'K' or 'MN', got {major!r}")
-    atom = ComposedLayout(Swizzle(b, 4, 3), SmemPtrFlag(1), bits_layout)
-    return upcast(atom, int(bits))
-

@@ -4,9 +4,11 @@ The engine is flat memory: a 1-D numpy array, a 1-D torch tensor (duck-typed, to
 imported here), or ``None`` for a layout-only tensor whose "elements" are the offsets themselves.
 Identity (coordinate) tensors from :func:`make_identity_tensor` return coordinates.
 
-``t(coord)`` / ``t[coord]`` read an element (range-checked); a coordinate with ``_`` slices and
-returns a Tensor whose offset moved (C++ ``slice_and_offset``).  :func:`local_tile`,
-:func:`local_partition`, :func:`inner_partition` and :func:`outer_partition` follow C++ exactly.
+``t(coord)`` / ``t[coord]`` read an element; as in C++ a coordinate outside the shape is not an
+error (the last mode extends; ``t(coord, strict=True)`` checks), but a memory engine still refuses
+to read outside itself.  A coordinate with ``_`` slices and returns a Tensor whose offset moved
+(C++ ``slice_and_offset``).  :func:`local_tile`, :func:`local_partition`, :func:`inner_partition`
+and :func:`outer_partition` follow C++ exactly.
 """
 
 import numpy as np
@@ -17,7 +19,7 @@ from .int_tuple import (
 )
 from .layout import (
     Layout, make_identity_layout, slice_and_offset, zipped_divide, tiled_divide, composition, rank,
-    dice_layout, _check_coord, _is_composed,
+    dice_layout, _coordinate, _is_composed,
 )
 from .printing import to_str
 
@@ -57,11 +59,8 @@ class Tensor:
         raise TypeError("use size(tensor) (len() is ambiguous for hierarchical tensors)")
 
     # -- element access and slicing ----------------------------------------------------------
-    def __call__(self, *coord):
-        if not coord:
-            raise TypeError("Tensor call needs a coordinate")
-        c = as_int_tuple(coord[0] if len(coord) == 1 else tuple(coord), "coordinate")
-        _check_coord(c, self.shape)
+    def __call__(self, *coord, strict=False):
+        c = _coordinate(coord, self.shape, strict, "Tensor")
         if has_underscore(c):
             sub, off = slice_and_offset(c, self.layout)
             return Tensor(self.engine, sub, _add_offset(self.offset, off))

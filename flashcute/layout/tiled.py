@@ -11,7 +11,7 @@
 A TV layout maps (thread index, value index) to the column-major index of an (M,N) tile.
 """
 
-from .atoms import CopyAtom, MMAAtom
+from .atoms import CopyAtom, MMAAtom, mma_atom
 from .int_tuple import Int, Underscore, _, is_static, prepend as prepend_mode, product_each
 from .layout import (
     Layout, append, coalesce, complement, composition, filter as filter_layout, is_layout, left_inverse,
@@ -218,8 +218,6 @@ def make_tiled_mma(atom, thr_layout=None, permutations=None):
     taken as static, as C++ requires.
     """
     if isinstance(atom, str):
-        from .atoms import mma_atom
-
         atom = mma_atom(atom)
     if thr_layout is None:
         thr_layout = Layout((Int(1), Int(1), Int(1)))

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from flashcute.layout.__main__ import main
+from flashcute.layout.__main__ import COMMANDS, _parser, main
 
 MMA = ["--mma", "SM80_16x8x16_F32BF16BF16F32_TN", "--threads", "4,1,1", "--permutation", "64,16,16"]
 
@@ -16,6 +16,7 @@ def test_module_entry_point(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("(4,(2,4)):(2,(1,8))\n")
+    assert r.stdout.count("(4,(2,4)):(2,(1,8))") == 1   # print_layout's table starts with it: printed once
     assert "|  0 |  1 |  8 |  9 | 16 | 17 | 24 | 25 |" in r.stdout       # print_layout's table
     assert out.read_bytes()[:4] == b"\x89PNG" and out.with_suffix(".svg").is_file()
 
@@ -86,3 +87,19 @@ def test_argparse_errors_exit_2(capsys):
     with pytest.raises(SystemExit) as e:
         main(["tiling", "2000"])
     assert e.value.code == 2
+
+
+def test_a_layout_that_is_not_rank_2_is_printed_once(capsys):
+    assert main(["(4,2,2):(1,4,8)"]) == 0
+    assert capsys.readouterr().out == "(4,2,2):(1,4,8)\n"
+
+
+@pytest.mark.parametrize("command", [None, *COMMANDS])
+def test_every_option_has_help(command, capsys):
+    parser = _parser(command)
+    assert parser.description
+    assert [a.dest for a in parser._actions if not a.help] == []
+    with pytest.raises(SystemExit) as e:
+        main(([command] if command else []) + ["--help"])
+    assert e.value.code == 0
+    assert parser.description.split(".")[0] in " ".join(capsys.readouterr().out.split())

@@ -2,6 +2,9 @@
 TV-map and FlashAttention-loop scripts draw thousands of labels and are left to be run by hand)."""
 
 import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,8 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "layout"
 
 
 def _load(name):
+    if str(EXAMPLES) not in sys.path:
+        sys.path.insert(0, str(EXAMPLES))  # as when run as a script: its folder's _output.py is importable
     spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -48,3 +53,19 @@ def test_bank_conflict_example_reports_hardware_counts(tmp_path, capsys, monkeyp
     assert "row-major 64x64           16        512     64       448     8-way" in out
     assert "Sw<3,3,3> atom            16         64     64         0     1-way" in out
     assert (tmp_path / "banks_column_stride8.png").is_file()
+
+
+def test_examples_write_where_asked_else_to_a_new_temporary_folder(tmp_path):
+    script = str(EXAMPLES / "row_col_major.py")
+    cwd, tmp = tmp_path / "cwd", tmp_path / "tmp"
+    cwd.mkdir()
+    tmp.mkdir()
+    run = dict(cwd=cwd, capture_output=True, text=True, timeout=300, env={**os.environ, "TMPDIR": str(tmp)})
+    r = subprocess.run([sys.executable, script], **run)
+    assert r.returncode == 0, r.stderr
+    assert not list(cwd.iterdir())  # nothing in the current folder
+    out = Path(r.stdout.strip().splitlines()[-1].removeprefix("pictures in "))
+    assert out.parent == tmp and (out / "col_major.png").is_file()
+    r = subprocess.run([sys.executable, script, "pictures"], **run)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().endswith("pictures in pictures") and (cwd / "pictures" / "col_major.png").is_file()

@@ -79,7 +79,7 @@ def test_composition_is_pointwise_composition():
             continue  # C++ only promises pointwise agreement for injective B meeting the strong condition
         checked += 1
         assert compatible(B.shape, R.shape), f"{A} o {B} = {R}"
-        assert evaluate(R) == [int(A(b)) if b < size(A) else int(_extend(A, b)) for b in evaluate(B)], f"{A} o {B}"
+        assert evaluate(R) == [int(A(b)) for b in evaluate(B)], f"{A} o {B}"  # A(b) extends past size(A)
 
 
 def _strongly_divisible(A, B):
@@ -88,12 +88,6 @@ def _strongly_divisible(A, B):
     shapes = [int(x) for x in flatten(wrap(A.shape))]
     strides = [abs(int(x)) for x in flatten(wrap(B.stride)) if int(x) > 1]
     return all(d % s == 0 or s % d == 0 for d in strides for s in shapes)
-
-
-def _extend(A, i):
-    from flashcute.layout import crd2idx
-
-    return crd2idx(i, A.shape, A.stride)  # C++ lets the last mode extend beyond the domain
 
 
 def test_complement_is_ordered_disjoint_and_covers():
@@ -191,3 +185,59 @@ def test_slicing_with_underscore():
     assert to_str(L(_, 1)) == "(4):(2)"
     assert to_str(L[2, _]) == "((2,4)):((1,8))"
     assert to_str(L(_, (1, _))) == "(4,4):(2,8)"
+
+
+def test_evaluation_outside_the_domain_is_cpps_index_arithmetic():
+    # C++ (g++ against CuTe 4.2):
+    #   print(Layout<_4,_1>{}(4));                              // 4
+    #   print(Layout<_4,_2>{}(6));                              // 12
+    #   print(Layout<Shape<_2,_3>,Stride<_3,_1>>{}(7));        // 6
+    #   print(make_layout(make_shape(2,3), make_stride(3,1))(7));   // 6
+    #   print(Layout<Shape<_2,_2>,Stride<_0,_1>>{}(9));        // 4
+    #   auto L = make_layout(make_shape(4, make_shape(2, 4)), make_stride(2, make_stride(1, 8)));
+    #   print(L(32)); print(L(35)); print(L(4, 0)); print(L(0, make_coord(2, 0))); print(L(0, 8));
+    #   print(L(-1)); print(L(-5)); print(L(make_coord(5, make_coord(3, 4))));
+    #                                                           // 32 38 8 2 32 -2 -3 45
+    #   print(composition(Layout<_4,_2>{}, Layout<_8,_1>{}));   // _8:_2, so R(i) == A(B(i)) needs A(4..7)
+    assert Layout(Int(4), Int(1))(4) == 4
+    assert Layout(Int(4), Int(2))(6) == 12
+    assert Layout((Int(2), Int(3)), (Int(3), Int(1)))(7) == 6
+    assert Layout((2, 3), (3, 1))(7) == 6
+    assert Layout((Int(2), Int(2)), (Int(0), Int(1)))(9) == 4
+    L = Layout((4, (2, 4)), (2, (1, 8)))
+    coords = [(32,), (35,), (4, 0), (0, (2, 0)), (0, 8), (-1,), (-5,), ((5, (3, 4)),)]
+    assert [L(*c) for c in coords] == [32, 38, 8, 2, 32, -2, -3, 45]
+    assert L.evaluate([32, 35, -1, -5]).tolist() == [32, 38, -2, -3]  # the vectorised path agrees
+    A, B = Layout(Int(4), Int(2)), Layout(Int(8), Int(1))
+    R = composition(A, B)
+    assert to_str(R) == "_8:_2" and evaluate(R) == [A(B(i)) for i in range(8)]
+
+
+def test_left_inverse_of_negative_strides():
+    # C++:
+    #   print(left_inverse(Layout<_4,_m1>{}));                              // (_-1,_4):(_0,_1)
+    #   print(left_inverse(Layout<Shape<_8>,Stride<_m2>>{}));               // (_-2,_8):(_0,_1)
+    #   print(left_inverse(Layout<Shape<_4,_2>,Stride<_m1,_4>>{}));         // (_-1,_-4,_2):(_0,_1,_4)
+    #   print(left_inverse(Layout<Shape<_2,_3>,Stride<_3,_m1>>{}));         // (_-1,_-3,_2):(_0,_2,_1)
+    #   print(left_inverse(Layout<Shape<_4,_2>,Stride<_2,_m1>>{}));         // (_-1,_-2,_4):(_0,_4,_1)
+    #   print(left_inverse(Layout<Shape<_2,_4>,Stride<_m1,_2>>{}));         // (_-1,_-2,_4):(_0,_1,_2)
+    #   print(right_inverse(Layout<_4,_m1>{}));                             // _1:_0
+    #   print(right_inverse(Layout<Shape<_4,_2>,Stride<_1,_m4>>{}));        // _4:_1
+    #   print(composition(left_inverse(Layout<_4,_m1>{}), Layout<_4,_m1>{}));   // (_-1,_-4):(_0,_-1)
+    S = Int
+    cases = [
+        (Layout(S(4), S(-1)), "(_-1,_4):(_0,_1)"),
+        (Layout(S(8), S(-2)), "(_-2,_8):(_0,_1)"),
+        (Layout((S(4), S(2)), (S(-1), S(4))), "(_-1,_-4,_2):(_0,_1,_4)"),
+        (Layout((S(2), S(3)), (S(3), S(-1))), "(_-1,_-3,_2):(_0,_2,_1)"),
+        (Layout((S(4), S(2)), (S(2), S(-1))), "(_-1,_-2,_4):(_0,_4,_1)"),
+        (Layout((S(2), S(4)), (S(-1), S(2))), "(_-1,_-2,_4):(_0,_1,_2)"),
+    ]
+    for L, text in cases:
+        assert to_str(left_inverse(L)) == text, str(L)
+    for L, _text in cases[:2]:  # a single negative mode is inverted (evaluated with C++'s truncating / and %)
+        assert [left_inverse(L)(L(i)) for i in range(int(size(L)))] == list(range(int(size(L)))), str(L)
+    assert to_str(right_inverse(Layout(S(4), S(-1)))) == "_1:_0"
+    assert to_str(right_inverse(Layout((S(4), S(2)), (S(1), S(-4))))) == "_4:_1"
+    L = Layout(S(4), S(-1))
+    assert to_str(composition(left_inverse(L), L)) == "(_-1,_-4):(_0,_-1)"

@@ -6,7 +6,7 @@ import pytest
 from flashcute.layout import (
     Int, Layout, Swizzle, _, composition, make_swizzle, right_inverse, left_inverse, size, tile_to_shape,
     to_str, upcast, downcast, sm80_swizzle_atom, gmma_smem_atom, logical_divide, slice_and_offset,
-    make_composed_layout, make_layout,
+    make_composed_layout, make_layout, coalesce, logical_product, recast,
 )
 
 
@@ -90,3 +90,67 @@ def test_make_layout_of_a_swizzle_and_composition_with_a_layout():
 def test_gmma_atoms_cover_their_footprint(major, kind):
     atom = gmma_smem_atom(major, kind, 16)
     assert sorted(atom.offsets().tolist()) == list(range(int(size(atom))))
+
+
+def test_upcast_to_a_degenerate_swizzle_stays_composed():
+    # upcast<N> / downcast<N> give a static offset the type C<0u> (their N is a uint32_t), which is no Int<0>:
+    # composition(Swizzle<0,M,S>, offset, layout) keeps the identity swizzle, C++'s print shows it.
+    # C++ (g++ against CuTe 4.2):
+    #   auto A = composition(Swizzle<1,0,1>{}, Layout<Shape<_4,_4>,Stride<_4,_1>>{});
+    #   auto U = upcast<2>(A);
+    #   print(U);                                         // Sw<0,0,1> o _0 o (_4,_2):(_2,_1)
+    #   print(recast_layout<uint16_t,uint32_t>(A));       // Sw<0,0,1> o _0 o (_4,_2):(_2,_1)
+    #   print(upcast<4>(A));                              // Sw<0,0,1> o _0 o (_4,_1):(_1,_1)
+    #   print(downcast<2>(U));                            // Sw<0,1,1> o _0 o (_4,_4):(_4,_1)
+    #   print(composition(U, Layout<_2,_1>{}));           // Sw<0,0,1> o _0 o _2:_2
+    #   print(coalesce(U));                               // Sw<0,0,1> o _0 o (_4,_2):(_2,_1)
+    #   print(U(_, 1)); print(U(1, _));                   // (_4):(_2) (_2):(_1)
+    #   print(right_inverse(U)); print(left_inverse(U));  // (_2,_4):(_4,_1) (_2,_4):(_4,_1)
+    #   print(composition(Layout<Shape<_8,_2>>{}, U));    // (_4,_2):(_2,_1)
+    #   print(logical_product(Layout<_2>{}, U));          // (_2,(_4,_2)):(_1,(_4,_2))
+    #   auto B = composition(Swizzle<2,0,2>{}, Layout<Shape<_4,_4>,Stride<_4,_1>>{});
+    #   print(logical_product(Layout<_2>{}, upcast<2>(B)));  // Sw<1,2,-1> o _0 o (_2,(_4,_2)):(_1,(_4,_2))
+    #   print(left_inverse(upcast<2>(B)));                // Sw<1,1,-1> o _0 o (_2,_4):(_4,_1)
+    #   print(recast_layout<uint8_t,uint32_t>(B));        // Sw<0,0,2> o _0 o (_4,_1):(_1,_1)
+    #   print(recast_layout<uint8_t,uint64_t>(composition(Swizzle<2,1,2>{}, Layout<Shape<_4,_8>,Stride<_8,_1>>{})));
+    #                                                     // Sw<0,0,2> o _0 o (_4,_1):(_1,_1)
+    #   print(downcast<2>(make_composed_layout(Swizzle<0,0,1>{}, _0{}, Layout<_4,_1>{})));   // Sw<0,1,1> o _0 o _8:_1
+    #   print(composition(Swizzle<0,0,1>{}, _0{}, Layout<_4,_1>{}));   // _4:_1 (an Int<0> offset: the layout)
+    S = Int
+    A = composition(Swizzle(1, 0, 1), Layout((S(4), S(4)), (S(4), S(1))))
+    U = upcast(A, 2)
+    B = composition(Swizzle(2, 0, 2), Layout((S(4), S(4)), (S(4), S(1))))
+    cases = [
+        (U, "Sw<0,0,1> o _0 o (_4,_2):(_2,_1)"),
+        (recast(A, 16, 32), "Sw<0,0,1> o _0 o (_4,_2):(_2,_1)"),
+        (upcast(A, 4), "Sw<0,0,1> o _0 o (_4,_1):(_1,_1)"),
+        (downcast(U, 2), "Sw<0,1,1> o _0 o (_4,_4):(_4,_1)"),
+        (composition(U, Layout(S(2), S(1))), "Sw<0,0,1> o _0 o _2:_2"),
+        (coalesce(U), "Sw<0,0,1> o _0 o (_4,_2):(_2,_1)"),
+        (U(_, 1), "(_4):(_2)"),
+        (U(1, _), "(_2):(_1)"),
+        (right_inverse(U), "(_2,_4):(_4,_1)"),
+        (left_inverse(U), "(_2,_4):(_4,_1)"),
+        (composition(Layout((S(8), S(2))), U), "(_4,_2):(_2,_1)"),
+        (logical_product(Layout(S(2)), U), "(_2,(_4,_2)):(_1,(_4,_2))"),
+        (logical_product(Layout(S(2)), upcast(B, 2)), "Sw<1,2,-1> o _0 o (_2,(_4,_2)):(_1,(_4,_2))"),
+        (left_inverse(upcast(B, 2)), "Sw<1,1,-1> o _0 o (_2,_4):(_4,_1)"),
+        (recast(B, 8, 32), "Sw<0,0,2> o _0 o (_4,_1):(_1,_1)"),
+        (recast(composition(Swizzle(2, 1, 2), Layout((S(4), S(8)), (S(8), S(1)))), 8, 64),
+         "Sw<0,0,2> o _0 o (_4,_1):(_1,_1)"),
+        (downcast(make_composed_layout(Swizzle(0, 0, 1), S(0), Layout(S(4), S(1))), 2), "Sw<0,1,1> o _0 o _8:_1"),
+        (composition(Swizzle(0, 0, 1), S(0), Layout(S(4), S(1))), "_4:_1"),
+    ]
+    for got, text in cases:
+        assert to_str(got) == text
+    assert np.array_equal(U.offsets(), upcast(A.layout_b, 2).offsets())  # the offsets were always equal
+
+
+def test_upcast_of_a_mixed_bits_offset_needs_divisible_static_bits():
+    # C++: auto S = composition(Swizzle<2,0,2>{}, Layout<Shape<_2,_8>,Stride<_1,_2>>{});
+    #      int i = 1; print(S(i, _));      // Sw<2,0,2> o M_0|(1&1)=1 o (_8):(_2)
+    #      upcast<2>(S(i, _));             // static_assert: Static safe_div requires t % u == 0
+    T = composition(Swizzle(2, 0, 2), Layout((Int(2), Int(8)), (Int(1), Int(2))))(1, _)
+    assert to_str(T) == "Sw<2,0,2> o M_0|(1&1)=1 o (_8):(_2)"
+    with pytest.raises(ValueError, match="not divisible"):
+        upcast(T, 2)

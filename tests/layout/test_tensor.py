@@ -116,3 +116,50 @@ def test_torch_engine():
     tile = local_tile(t, (Int(16), Int(8)), (2, 0))
     assert int(tile(0, 0)) == 2 * 16 * 8
     assert tile.values().tolist() == base.reshape(64, 8)[32:48].T.reshape(-1).tolist()
+
+
+def test_coordinate_tensors_with_extent_1_tile_or_thread_modes():
+    # The ragged-tile predication pattern: a sliced extent-1 mode contributes _0@k to the ArithTuple offset.
+    # C++ (g++ against CuTe 4.2):
+    #   auto T = make_identity_tensor(make_shape(_64{}, _64{}));
+    #   print(local_tile(T, make_shape(_16{}, _1{}), make_coord(1, 3)));   // ArithTuple(16,3) o (_16,_1):(_1@0,_0)
+    #   print(local_tile(T, make_shape(_1{}, _16{}), make_coord(1, 3)));   // ArithTuple(1,48) o (_1,_16):(_0,_1@1)
+    #   print(local_tile(T, make_shape(_1{}, _1{}), make_coord(1, 3)));    // ArithTuple(1,3) o (_1,_1):(_0,_0)
+    #   print(local_partition(T, Layout<Shape<_8,_1>>{}, 3));              // ArithTuple(3,_0) o (_8,_64):(_8@0,_1@1)
+    #   print(local_partition(T, Layout<Shape<_1,_8>>{}, 3));              // ArithTuple(_0,3) o (_64,_8):(_1@0,_8@1)
+    #   auto D = make_identity_tensor(make_shape(100, 64));
+    #   print(local_tile(D, make_shape(_16{}, _1{}), make_coord(6, 3)));   // ArithTuple(96,3) o (_16,_1):(_1@0,_0)
+    #   print(local_partition(D, Layout<Shape<_8,_1>>{}, 3));              // ArithTuple(3,_0) o (13,64):(_8@0,_1@1)
+    T = make_identity_tensor((Int(64), Int(64)))
+    D = make_identity_tensor((100, 64))
+    cases = [
+        (local_tile(T, (Int(16), Int(1)), (1, 3)), "ArithTuple(16,3) o (_16,_1):(_1@0,_0)"),
+        (local_tile(T, (Int(1), Int(16)), (1, 3)), "ArithTuple(1,48) o (_1,_16):(_0,_1@1)"),
+        (local_tile(T, (Int(1), Int(1)), (1, 3)), "ArithTuple(1,3) o (_1,_1):(_0,_0)"),
+        (local_partition(T, Layout((Int(8), Int(1))), 3), "ArithTuple(3,_0) o (_8,_64):(_8@0,_1@1)"),
+        (local_partition(T, Layout((Int(1), Int(8))), 3), "ArithTuple(_0,3) o (_64,_8):(_1@0,_8@1)"),
+        (local_tile(D, (Int(16), Int(1)), (6, 3)), "ArithTuple(96,3) o (_16,_1):(_1@0,_0)"),
+        (local_partition(D, Layout((Int(8), Int(1))), 3), "ArithTuple(3,_0) o (13,64):(_8@0,_1@1)"),
+    ]
+    for tensor, text in cases:
+        assert to_str(tensor) == text
+    column = cases[0][0]
+    assert to_str(column(5, 0)) == "(21,3)"
+    assert column.values().tolist() == [[16 + i, 3] for i in range(16)]
+    assert elem_less_mask(cases[5][0], (100, 64)).sum() == 4  # rows 96..99 of a ragged 100-row tensor
+
+
+def test_coordinates_outside_the_shape_extend_as_in_cpp():
+    # C++:
+    #   auto I = make_identity_tensor(make_shape(_4{}, _4{}));
+    #   print(I(5, 5)); print(I(17));                                           // (5,5) (1,4)
+    #   auto C = make_identity_tensor(make_shape(100, 64));
+    #   print(local_tile(C, make_shape(_32{}, _64{}), make_coord(4, 0)));      // ArithTuple(128,0) o (_32,_64):(_1@0,_1@1)
+    #   print(local_tile(C, make_shape(_32{}, _64{}), make_coord(4, 0))(0, 0));   // (128,0)
+    I = make_identity_tensor((Int(4), Int(4)))
+    assert to_str(I(5, 5)) == "(5,5)" and to_str(I(17)) == "(1,4)"
+    with pytest.raises(ValueError, match="out of range"):
+        I(5, 5, strict=True)
+    tile = local_tile(make_identity_tensor((100, 64)), (Int(32), Int(64)), (4, 0))   # only 4 row tiles exist
+    assert to_str(tile) == "ArithTuple(128,0) o (_32,_64):(_1@0,_1@1)" and to_str(tile(0, 0)) == "(128,0)"
+    assert not elem_less_mask(tile, (100, 64)).any()

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from flashcute.layout import (
-    Int, Layout, LayoutRight, copy_atom, make_tensor, make_tiled_copy, make_tiled_copy_A, make_tiled_copy_B,
-    make_tiled_copy_C, make_tiled_mma, mma_atom, partition_fragment_C, partition_shape_C, size,
+    Int, Layout, LayoutRight, copy_atom, make_identity_tensor, make_tensor, make_tiled_copy, make_tiled_copy_A,
+    make_tiled_copy_B, make_tiled_copy_C, make_tiled_mma, mma_atom, partition_fragment_C, partition_shape_C, size,
+    to_str,
 )
 from flashcute.layout.tiled import make_layout_tv, make_tiled_copy_C_atom, make_tiled_copy_D, make_tiled_copy_S
 
@@ -129,3 +130,33 @@ def test_print_like_cpp():
     assert text.startswith("TiledMMA\n  ThrLayoutVMNK:  (_32,_4,_1,_1):(_1,_32,_0,_0)\n  PermutationMNK: (_64,_16,_16)\n")
     copy = make_tiled_copy_A(copy_atom("SM75_U32x4_LDSM_N", "half_t"), _mma(BF16, (4, 1, 1), (64, 16, 16)))
     assert str(copy).startswith("TiledCopy\n  Tiler_MN:       (_64,_16)\n")
+
+
+def test_partitions_of_identity_tensors_with_extent_1_modes():
+    # A thread's coordinates for predication; extent-1 thread or rest modes slice to _0@k offsets.
+    # C++ (g++ against CuTe 4.2):
+    #   auto T2 = make_identity_tensor(make_shape(_128{}, _64{}));
+    #   auto cp = make_tiled_copy(Copy_Atom<UniversalCopy<uint32_t>, float>{}, Layout<Shape<_32,_1>>{},
+    #                             Layout<Shape<_1,_1>>{});
+    #   print(cp.get_slice(3).partition_S(T2));      // ArithTuple(3,_0) o ((_1,_1),_4,_64):((_0,_0),_32@0,_1@1)
+    #   auto mma = make_tiled_mma(SM90_64x8x16_F32BF16BF16_SS<GMMA::Major::K, GMMA::Major::K>{},
+    #                             Layout<Shape<_2,_1,_1>>{});
+    #   print(mma.get_slice(5).partition_A(T2));     // ArithTuple(0,_0) o ((_64,_16),_1,_4):((_1@0,_1@1),_0,_16@1)
+    #   print(mma.get_slice(200).partition_A(T2));   // ArithTuple(64,_0) o ((_64,_16),_1,_4):((_1@0,_1@1),_0,_16@1)
+    #   print(mma.get_slice(5).partition_C(T2));     // ArithTuple(1,2) o ((_2,_2,_1),_1,_8):((_1@1,_8@0,_8@1),_0,_8@1)
+    #   auto mma80 = make_tiled_mma(SM80_16x8x16_F32BF16BF16F32_TN{}, Layout<Shape<_4,_1,_1>>{});
+    #   print(mma80.get_slice(37).partition_C(make_identity_tensor(make_shape(_64{}, _8{}))));
+    #                                                // ArithTuple(17,2) o ((_2,_2),_1,_1):((_1@1,_8@0),_0,_0)
+    T2 = make_identity_tensor((Int(128), Int(64)))
+    cp = make_tiled_copy(copy_atom("UniversalCopy<uint32_t>", "float"), Layout((Int(32), Int(1))),
+                         Layout((Int(1), Int(1))))
+    assert to_str(cp.get_slice(3).partition_S(T2)) == "ArithTuple(3,_0) o ((_1,_1),_4,_64):((_0,_0),_32@0,_1@1)"
+    mma = _mma("SM90_64x8x16_F32BF16BF16_SS", (2, 1, 1), None)
+    assert to_str(mma.get_slice(5).partition_A(T2)) == "ArithTuple(0,_0) o ((_64,_16),_1,_4):((_1@0,_1@1),_0,_16@1)"
+    assert to_str(mma.get_slice(200).partition_A(T2)) == \
+        "ArithTuple(64,_0) o ((_64,_16),_1,_4):((_1@0,_1@1),_0,_16@1)"
+    assert to_str(mma.get_slice(5).partition_C(T2)) == \
+        "ArithTuple(1,2) o ((_2,_2,_1),_1,_8):((_1@1,_8@0,_8@1),_0,_8@1)"
+    mma80 = _mma(BF16, (4, 1, 1), None)
+    assert to_str(mma80.get_slice(37).partition_C(make_identity_tensor((Int(64), Int(8))))) == \
+        "ArithTuple(17,2) o ((_2,_2),_1,_1):((_1@1,_8@0),_0,_0)"
