@@ -255,6 +255,7 @@ GMMA_MAX_N = 256
 MBARRIER_BYTES = 8       # cutlass::arch::ClusterBarrier / ClusterTransactionBarrier: one 64-bit mbarrier
 SMEM_ALIGN = 1024        # cute::array_aligned<..., 1024>: what the 128-byte swizzle atoms need
 SMEM_MAX_BYTES = 227 * 1024  # what an SM90 CTA may use
+REGS_PER_SM = 65536        # 32-bit registers per SM (sm_80 and sm_90)
 
 
 def gmma_op(dtype, n, source):
@@ -305,6 +306,12 @@ class Sm90Config(_ElementConfig):
     @property
     def consumer_regs(self):
         return 240 if self.n_mma_warpgroups == 2 else 160
+
+    @property
+    def launch_regs(self):
+        """kLaunchRegs: __launch_bounds__(kNumThreads, 1) lets each thread have 65536 / kNumThreads registers,
+        in steps of 8; ptxas reports this count, and setmaxnreg can only redistribute it."""
+        return REGS_PER_SM // self.n_threads // 8 * 8
 
     @property
     def tile_shape_mnk(self):

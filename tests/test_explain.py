@@ -1,32 +1,27 @@
-"""flashcute.explain on the CPU: files written, numbers right, bank predictions as the hardware model says."""
+"""flashcute.explain on the CPU: the numbers it reports (values, not just presence), the bank predictions, the
+ptxas data and its checker, and the command line's files.
+
+Drawing is what costs here (the MMA and shared-memory pictures take a minute each at full size on a slow
+CPU): the default run draws the cheap pictures once per arch; FLASHCUTE_EXPLAIN_ALL=1 also draws every picture
+of every shipped configuration.
+"""
 
 import json
+import os
 
 import numpy as np
 import pytest
 
-from flashcute import explain
+from flashcute import explain, kernel_table
+from flashcute.explain import ptxas
 from flashcute.kernel_configs import get_config, shipped_configs
 from flashcute.layout import Int, make_identity_tensor
 
-STEMS = ("tiling", "smem_SmemLayoutQ", "smem_SmemLayoutKV", "smem_SmemLayoutVt", "bank_conflicts", "bank_phase",
-         "mma_tv", "thread_path")
-
-
+SM80_STEMS = ("tiling", "smem_SmemLayoutQ", "smem_SmemLayoutKV", "smem_SmemLayoutVt", "bank_conflicts", "bank_phase",
+              "mma_tv", "thread_path")
 SM90_STEMS = ("tiling", "smem_SmemLayoutQ", "smem_SmemLayoutK", "smem_SmemLayoutVt", "bank_conflicts", "bank_phase",
               "mma_tv_S", "mma_tv_O_A", "thread_path")
-
-
-@pytest.fixture(scope="module")
-def bf16_128(tmp_path_factory):
-    out = tmp_path_factory.mktemp("explain")
-    return out, explain.explain("sm80", "bf16", 128, out, seqlen_q=2000, thread=37)
-
-
-@pytest.fixture(scope="module")
-def sm90_bf16_128(tmp_path_factory):
-    out = tmp_path_factory.mktemp("explain90")
-    return out, explain.explain("sm90", "bf16", 128, out, seqlen_q=1000, seqlen_k=3000, thread=200)
+CHEAP = ("tiling", "bank_conflicts", "bank_phase", "thread_path")
 
 
 def _check_pictures(out, stems):
@@ -36,17 +31,35 @@ def _check_pictures(out, stems):
         assert b"<svg" in svg.read_bytes()[:2000], f"{svg} is not an SVG"
 
 
-def test_writes_every_picture_and_the_summary(bf16_128):
-    out, summary = bf16_128
-    _check_pictures(out, STEMS)
-    assert json.loads((out / "summary.json").read_text())["smem_bytes"] == 65536
+@pytest.fixture(scope="module")
+def sm80_cli(tmp_path_factory):
+    """python -m flashcute.explain for SM80 bf16 hdim128, the cheap pictures: (folder, summary.json)."""
+    out = tmp_path_factory.mktemp("explain80")
+    assert explain.main(["--arch", "sm80", "--dtype", "bf16", "--hdim", "128", "--seqlen", "2000", "--thread", "37",
+                         "--pictures", ",".join(CHEAP), "-o", str(out)]) == 0
+    return out, json.loads((out / "summary.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def sm90_bf16_128(tmp_path_factory):
+    out = tmp_path_factory.mktemp("explain90")
+    return out, explain.explain("sm90", "bf16", 128, out, seqlen_q=1000, seqlen_k=3000, thread=200, pictures=CHEAP)
+
+
+# ------------------------------------------------------------------------------------------------ SM80 numbers
+def test_cli_writes_the_summary_and_the_pictures_asked_for(sm80_cli):
+    out, s = sm80_cli
+    _check_pictures(out, CHEAP)
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [f"{stem}.{ext}" for stem in CHEAP for ext in ("png", "svg")] + ["summary.json", "summary.txt"])
+    assert s["smem_bytes"] == 65536 == get_config("sm80", "bf16", 128).smem_bytes
     text = (out / "summary.txt").read_text()
     assert "Sw<3,3,3> o _0 o ((_8,_16),(_64,_2)):((_64,_512),(_1,_8192))" in text
     assert "last has 80 of 128 rows" in text and "last has 16 of 64 rows" in text
 
 
-def test_key_numbers(bf16_128):
-    _, s = bf16_128
+def test_key_numbers(sm80_cli):
+    _, s = sm80_cli
     assert s["config"] == {"arch": "sm80", "dtype": "bf16", "head_dim": 128, "block_m": 128, "block_n": 64,
                            "n_warps": 4, "threads": 128, "kv_stages": 1}
     p = s["problem"]
@@ -56,11 +69,29 @@ def test_key_numbers(bf16_128):
     assert s["tile"]["flops"] == 4 * 128 * 64 * 128
     assert s["tile"]["arithmetic_intensity"] == pytest.approx(128.0)  # 4*M*N*d / (2*N*d*2 bytes) = M
     held = {panel["panel"][:2]: panel["registers"] for panel in s["thread_path"]["panels"]}
+    assert s["thread_path"]["thread"] == 37
     assert held["4."] == 128 * 64 // 128 and held["6."] == 128 * 128 // 128
 
 
-def test_shipped_swizzle_is_conflict_free_and_the_unswizzled_layout_is_not(bf16_128):
-    _, s = bf16_128
+def test_sm80_occupancy_and_registers_are_the_ptxas_data(sm80_cli):
+    _, s = sm80_cli
+    a100, h100 = s["occupancy"]
+    row = "fwd_sm80_hdim128_all"
+    for o, target in ((a100, "sm_80"), (h100, "sm_90a")):
+        regs, stores, loads = ptxas.MEASURED[(row, "bf16", target, False)]
+        assert (o["registers"], o["spill_store_bytes"], o["spill_load_bytes"]) == (regs, stores, loads)
+        assert o["registers_causal"] == ptxas.MEASURED[(row, "bf16", target, True)][0]
+        assert o["registers_per_cta"] == regs * 128
+    # 255 registers: 8192 per warp, 8 warps = 2 CTAs of 4; 64 KiB + 1 KiB reserved: 2 in 164 KiB, 3 in 228 KiB
+    assert a100["registers"] == 255 and h100["registers"] == 255
+    assert (a100["ctas_per_sm"], a100["limited_by"], a100["warps_per_sm"]) == (2, "shared memory and registers", 8)
+    assert a100["limits"] == {"threads": 16, "CTA slots": 32, "shared memory": 2, "registers": 2}
+    assert a100["occupancy"] == pytest.approx(8 / 64)
+    assert (h100["ctas_per_sm"], h100["limited_by"], h100["limits"]["shared memory"]) == (2, "registers", 3)
+
+
+def test_shipped_swizzle_is_conflict_free_and_the_unswizzled_layout_is_not(sm80_cli):
+    _, s = sm80_cli
     rows = {r["access"]: r for r in s["bank_conflicts"]}
     assert all(r["conflicts"] == 0 and r["worst_degree"] == 1 for r in rows.values())
     for name in ("Q smem->regs", "K smem->regs", "V^T smem->regs", "O regs->smem"):
@@ -97,7 +128,8 @@ def test_addresses_follow_the_mirrors_partitions():
                 make_identity_tensor((Int(shape[0]), Int(shape[1]))))
             mine = np.stack([rows[thread].T.ravel(), cols[thread].T.ravel()], axis=1)
             assert np.array_equal(mine, part.values()), f"{access.name}, thread {thread}"
-    for operand, shape, modes in (("A", (cfg.block_m, cfg.head_dim), (0, 2)), ("C", (cfg.block_m, cfg.block_n), (0, 1))):
+    for operand, shape, modes in (("A", (cfg.block_m, cfg.head_dim), (0, 2)),
+                                  ("C", (cfg.block_m, cfg.block_n), (0, 1))):
         tv, tile = explain.mma_tv(cfg, operand)
         rows, cols = explain.tv_coords(tv, tuple(tile[i] for i in modes), shape)
         thr = cfg.tiled_mma.get_slice(37)
@@ -125,39 +157,54 @@ def test_occupancy_arithmetic():
     assert explain.occupancy(a100, 128, 200 * 1024, 64)[0] == 0  # more than a CTA may have
 
 
-def test_registers_are_recorded_for_every_shipped_config():
-    for cfg in shipped_configs():
-        for device in explain.DEVICES[cfg.arch]:
-            for variant in (("noncausal", "causal") if cfg.arch == "sm80" else (cfg.variant,)):
-                regs = explain.REGISTERS.get((cfg.arch, device.target, cfg.dtype, cfg.head_dim, variant))
-                assert regs is not None and 0 < regs[0] <= 255, (device.target, cfg.header, variant)
+def test_cli_rejects_unshipped_head_dim_and_unknown_pictures(tmp_path, capsys):
+    for argv, message in ((["--hdim", "100"], "head_dim must be one of (64, 96, 128, 192, 256)"),
+                          (["--pictures", "tiling,mma"], "pictures must be among tiling, smem,")):
+        with pytest.raises(SystemExit) as e:
+            explain.main([*argv, "-o", str(tmp_path)])
+        assert e.value.code == 2
+        assert message in capsys.readouterr().err
 
 
-def test_cli_rejects_unshipped_head_dim(tmp_path, capsys):
-    with pytest.raises(SystemExit) as e:
-        explain.main(["--hdim", "100", "-o", str(tmp_path)])
-    assert e.value.code == 2
-    assert "head_dim must be one of (64, 96, 128, 192, 256)" in capsys.readouterr().err
-
-
+# ------------------------------------------------------------------------------------------------ SM90 numbers
 def test_sm90_pictures_and_numbers(sm90_bf16_128):
     out, s = sm90_bf16_128
-    _check_pictures(out, SM90_STEMS)
+    _check_pictures(out, CHEAP)
     cfg = get_config("sm90", "bf16", 128)
-    assert s["smem_bytes"] == cfg.smem_bytes and s["config"]["threads"] == 384
+    assert s["smem_bytes"] == cfg.smem_bytes == 197632 and s["config"]["threads"] == 384
     p = s["problem"]
-    assert (p["q_tiles"], p["kv_tiles"]) == (-(-1000 // cfg.block_m), -(-3000 // cfg.block_n))
-    assert p["kv_last_tile_rows"] == 3000 - (p["kv_tiles"] - 1) * cfg.block_n
+    assert (p["q_tiles"], p["kv_tiles"]) == (8, 24) == (-(-1000 // cfg.block_m), -(-3000 // cfg.block_n))
+    assert p["kv_last_tile_rows"] == 3000 - 23 * 128
     (stsm,) = s["bank_conflicts"]  # the one shared-memory instruction SM90's threads issue themselves
     assert stsm["instruction"] == "stmatrix.x4" and stsm["conflicts"] == 0
     assert stsm["unswizzled_worst_degree"] == 8
     assert len(s["not_modelled"]) == 2
     held = {panel["panel"][:2]: panel["registers"] for panel in s["thread_path"]["panels"]}
-    assert held["3."] == cfg.block_m * cfg.block_n // cfg.n_mma_threads
-    assert held["5."] == cfg.block_m * cfg.head_dim // cfg.n_mma_threads
+    assert held["3."] == 128 * 128 // 256 and held["5."] == 128 * 128 // 256
+    # 168 registers x 384 threads: 12 warps of 5376 fill the 65536; 193 KiB + 1 KiB of smem fit once in 228 KiB
     (h100,) = s["occupancy"]
-    assert h100["ctas_per_sm"] == 1 and h100["setmaxnreg"] == {"producer": 24, "consumers": 240}
-    assert "the consumers 240" in (out / "summary.txt").read_text()
+    assert (h100["registers"], h100["registers_per_cta"]) == (168, 168 * 384)
+    assert (h100["ctas_per_sm"], h100["limited_by"], h100["warps_per_sm"]) == (1, "shared memory and registers", 12)
+    assert h100["setmaxnreg"] == {"producer": 24, "consumers": 240}
+    assert (h100["spill_store_bytes"], h100["spill_load_bytes"]) == ptxas.MEASURED[
+        ("fwd_sm90_hdim128_noncausal", "bf16", "sm_90a", False)][1:]
+    assert ("168 registers/thread at launch; setmaxnreg then gives the producer 24 and the consumers 240"
+            in (out / "summary.txt").read_text())
+
+
+@pytest.mark.parametrize("head_dim, causal, threads, launch, producer, consumers", [
+    (64, True, 384, 168, 24, 240),    # 128-row Q blocks: two consumer warpgroups
+    (64, False, 512, 128, 32, 160),   # 192-row Q blocks: three
+    (128, False, 384, 168, 24, 240),
+    (256, True, 384, 168, 24, 240),
+])
+def test_sm90_launch_registers_and_setmaxnreg_split(head_dim, causal, threads, launch, producer, consumers):
+    cfg = get_config("sm90", "fp16", head_dim, causal)
+    (h100,) = explain.occupancy_numbers(cfg)
+    assert (cfg.n_threads, h100["registers"], h100["setmaxnreg"]) == (
+        threads, launch, {"producer": producer, "consumers": consumers})
+    # kernel_traits.h's static_assert: setmaxnreg may only hand round what the CTA launched with
+    assert 128 * producer + (threads - 128) * consumers <= threads * launch
 
 
 def test_sm90_config_follows_the_launchers_choice():
@@ -171,9 +218,98 @@ def test_sm90_config_follows_the_launchers_choice():
     assert get_config("sm90", "bf16", 64, seqlen_k=8192).variant == "noncausal"  # no long-k tile for hdim 64
     s = explain.summarize(long_k, 1, 16, 4096, 8192, 0)[0]
     assert s["config"]["variant"] == "noncausal-longk" and s["problem"]["kv_tiles"] == -(-8192 // 160)
+    assert s["smem_bytes"] == long_k.smem_bytes == 230400
 
 
 def test_sm90_thread_index_is_the_consumer_index():
     cfg = get_config("sm90", "bf16", 64)
     with pytest.raises(ValueError, match=r"thread must be in \[0, 384\)"):
         explain.thread_path(cfg, 384)
+
+
+# ------------------------------------------------------------------------------------------------ ptxas data
+def test_ptxas_data_covers_exactly_the_shipped_kernels():
+    expected = {(k.name, dtype, device.target, causal)
+                for k in kernel_table.KERNELS for dtype in kernel_table.DTYPES
+                for device in explain.DEVICES[k.arch] for causal in ptxas.causal_flags(k)}
+    assert set(ptxas.MEASURED) == expected
+    for (name, *_), (regs, stores, loads) in ptxas.MEASURED.items():
+        # SM90 registers are derived (the launch count), never typed; SM80's are ptxas's
+        assert (regs is None) == name.startswith("fwd_sm90"), name
+        assert regs is None or 0 < regs <= 255
+        assert stores >= 0 and loads >= 0
+
+
+@pytest.mark.parametrize("cfg", shipped_configs(), ids=lambda c: c.header.replace(" ", "-"))
+def test_reported_registers_are_the_ptxas_data(cfg):
+    kernel = ptxas.kernel_of(cfg)
+    for o, device in zip(explain.occupancy_numbers(cfg), explain.DEVICES[cfg.arch]):
+        measured = ptxas.MEASURED[(kernel.name, cfg.dtype, device.target, cfg.arch == "sm90" and cfg.causal)]
+        regs = measured[0] if cfg.arch == "sm80" else cfg.launch_regs
+        assert (o["registers"], o["spill_store_bytes"], o["spill_load_bytes"]) == (regs, *measured[1:])
+
+
+# Mangled names as nvcc 13.0 writes them (csrc/sm80/kernel.h fwd_kernel<Traits, kCausal>, csrc/sm90/kernel.h
+# fwd_kernel<KernelTraits<Element, kHeadDim, kCausal, kLongSeqlenK>>).
+SM80_BF16_128 = ("_ZN9flashcute4sm8010fwd_kernelINS0_12KernelTraitsIN7cutlass10bfloat16_t"
+                 "ELi128ELi128ELi64ELi4ELi4ELi4EEELb{causal}EEEvNS_9FwdParamsE")
+SM90_BF16_128 = ("_ZN9flashcute4sm9010fwd_kernelINS0_12KernelTraitsIN7cutlass10bfloat16_t"
+                 "ELi128ELb{causal}ELb{longk}EEEEEvNS0_12KernelParamsIT_EE")
+
+
+def _ptxas_log(entries, target):
+    """nvcc -Xptxas -v output for (mangled name, registers, spill stores, spill loads) entries."""
+    lines = ["ptxas info    : 11 bytes gmem, 88 bytes cmem[4]"]
+    for name, regs, stores, loads in entries:
+        lines += [f"ptxas info    : Compiling entry function '{name}' for '{target}'",
+                  f"ptxas info    : Function properties for {name}",
+                  f"    {stores} bytes stack frame, {stores} bytes spill stores, {loads} bytes spill loads",
+                  f"ptxas info    : Used {regs} registers, used 1 barriers, {stores} bytes cumulative stack size",
+                  "ptxas info    : Compile time = 4131.888 ms"]
+    return "\n".join(lines) + "\n"
+
+
+def test_check_accepts_the_stored_numbers_and_names_each_difference():
+    row = "fwd_sm80_hdim128_all"
+    stored = [ptxas.MEASURED[(row, "bf16", "sm_80", causal)] for causal in (False, True)]
+    entries = [(SM80_BF16_128.format(causal=int(c)), *stored[c]) for c in (0, 1)]
+    found = ptxas.parse_log(_ptxas_log(entries, "sm_80"))
+    assert found == {(row, "bf16", "sm_80", False): stored[0], (row, "bf16", "sm_80", True): stored[1]}
+    assert ptxas.check(found) == []
+    regs, stores, loads = stored[1]
+    (problem,) = ptxas.check(ptxas.parse_log(_ptxas_log([entries[0], (entries[1][0], regs, stores + 8, loads)],
+                                                        "sm_80")))
+    assert problem.startswith(f"{row} bf16 sm_80 causal: ptxas ({regs}, {stores + 8}, {loads})")
+    (missing,) = ptxas.check(ptxas.parse_log(_ptxas_log(entries[:1], "sm_80")))
+    assert "causal: ptxas None" in missing
+    assert ptxas.check({}) == ["no flashcute kernel in the log (was it compiled with -Xptxas -v?)"]
+
+
+def test_check_holds_sm90_to_the_launch_registers():
+    spills = {v: ptxas.MEASURED[(f"fwd_sm90_hdim128_{v}", "bf16", "sm_90a", v == "causal")][1:]
+              for v in ("noncausal", "causal", "noncausal-longk")}
+    names = {"noncausal": SM90_BF16_128.format(causal=0, longk=0), "causal": SM90_BF16_128.format(causal=1, longk=0),
+             "noncausal-longk": SM90_BF16_128.format(causal=0, longk=1)}
+    log = _ptxas_log([(names[v], 168, *spills[v]) for v in names], "sm_90a")
+    assert set(ptxas.parse_log(log)) == {(f"fwd_sm90_hdim128_{v}", "bf16", "sm_90a", v == "causal") for v in names}
+    assert ptxas.check(ptxas.parse_log(log)) == []
+    (problem,) = ptxas.check(ptxas.parse_log(log.replace("Used 168 registers", "Used 128 registers", 1)))
+    assert problem.startswith("fwd_sm90_hdim128_noncausal bf16 sm_90a non-causal: ptxas (128,")
+
+
+def test_identify_ignores_other_functions():
+    assert ptxas.identify("_Z17some_other_kernelPf") is None
+    assert ptxas.identify(SM80_BF16_128.format(causal=1))[1:] == ("bf16", True)
+
+
+# ------------------------------------------------------------------------------------------------ every picture
+@pytest.mark.skipif(not os.environ.get("FLASHCUTE_EXPLAIN_ALL"), reason="FLASHCUTE_EXPLAIN_ALL=1 draws every picture "
+                    "of every shipped configuration (about a minute each)")
+@pytest.mark.parametrize("cfg", shipped_configs(), ids=lambda c: c.header.replace(" ", "-"))
+def test_every_picture_of_every_shipped_config(cfg, tmp_path):
+    causal = cfg.arch == "sm90" and cfg.causal
+    seqlen_k = 8192 if cfg.arch == "sm90" and cfg.long_seqlen_k else 2000
+    s = explain.explain(cfg.arch, cfg.dtype, cfg.head_dim, tmp_path, seqlen_k=seqlen_k, causal=causal)
+    assert s["config"]["block_n"] == cfg.block_n
+    _check_pictures(tmp_path, SM80_STEMS if cfg.arch == "sm80" else SM90_STEMS)
+    assert len(s["files"]) == 2 * len(SM80_STEMS if cfg.arch == "sm80" else SM90_STEMS) + 2
