@@ -35,7 +35,7 @@ for dtype, d, s, causal in shapes:
     q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=dtypes[dtype]) for _ in range(3))
     for backend in backends:
         fn = lambda: flashcute.flash_attn_func(q, k, v, causal=causal, backend=backend)
-        times[f"{backend} {dtype} {d} {s} {causal}"] = triton.testing.do_bench(fn, warmup=25, rep=150,
+        times[f"{backend} {dtype} {d} {s} {causal}"] = triton.testing.do_bench(fn, warmup=25, rep=100,
                                                                                return_mode="median")
 print("TIMES " + json.dumps(times))
 """

@@ -210,6 +210,7 @@ std::tuple<at::Tensor, at::Tensor> fwd(at::Tensor const& q, at::Tensor const& k,
   params.softmax_scale_log2 = float(scale * M_LOG2E);
   params.causal = causal;
   params.causal_top_left = causal_top_left;
+  params.causal_offset = causal_top_left ? 0 : int(seqlen_k - seqlen_q);
   params.num_sms = device.num_sms;
 
   // Chosen (and its errors raised) before the early returns, so a bad backend fails on every shape.

@@ -314,6 +314,8 @@ _load_lock = threading.Lock()
 def load_library() -> LoadedLibrary:
     """Load the extension (defining torch.ops.flashcute.*), building it first if needed. Idempotent."""
     global _loaded
+    if _loaded is not None:  # without the lock: torch.compile traces this check (it cannot trace a lock)
+        return _loaded
     with _load_lock:
         if _loaded is not None:
             return _loaded

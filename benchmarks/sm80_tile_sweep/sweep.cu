@@ -57,7 +57,7 @@ int main() {
         p.q_head_stride = p.k_head_stride = p.v_head_stride = p.o_head_stride = d;
         p.batch = batch, p.heads_q = p.heads_kv = heads, p.seqlen_q = p.seqlen_k = seqlen, p.head_dim = d;
         p.softmax_scale = 1.f / sqrtf(float(d)), p.softmax_scale_log2 = p.softmax_scale * 1.4426950408889634f;
-        p.causal = causal, p.causal_top_left = true, p.num_sms = 132;
+        p.causal = causal, p.causal_top_left = true, p.causal_offset = 0, p.num_sms = 132;
         for (int i = 0; i < 5; ++i) variant.run(p, 0);
         int const iters = 30;
         cudaEventRecord(start);

@@ -33,11 +33,11 @@ struct AttnParams {
   float softmax_scale;       // applied to Q.K^T before the softmax
   float softmax_scale_log2;  // softmax_scale * log2(e): the kernels use exp2
 
-  // Mask: with causal, key j is visible to query i iff j <= i + SeqInfo::causal_offset, aligned bottom-right
-  // (offset seqlen_k - seqlen_q, FlashAttention's convention) or, with causal_top_left, top-left (offset 0,
-  // torch SDPA's).
+  // Mask: with causal, key j is visible to query i iff j <= i + causal_offset: seqlen_k - seqlen_q aligns the
+  // diagonal bottom-right (FlashAttention's convention), 0 top-left (torch SDPA's, causal_top_left).
   bool causal;
   bool causal_top_left;
+  int causal_offset;  // of every sequence of a fixed-length batch (common/seqlen.h SeqInfo::causal_offset)
 
   int num_sms;  // multiprocessors of the device, for persistent schedulers
 };

@@ -1,6 +1,10 @@
 // Sequence information of one batch entry, shared by every kernel and op: where its rows start in Q/K/V/O and
-// the LSE, and how many there are. Fixed-length batches take seqlen_q/seqlen_k and the batch strides of the
+// the LSE, and how many there are. Fixed-length batches read seqlen_q/seqlen_k and the batch strides of the
 // params; per-sequence lengths (cu_seqlens, KV-cache lengths) change only this struct.
+//
+// Accessors read the params where they are asked for, rather than copying them into members: the params sit
+// in constant (kernel-parameter) memory, which the register-bound SM80 kernels read at no register cost (copies
+// held in registers across the mainloop cost them spills: benchmarks/notes.md#d-seqinfo-accessors).
 #pragma once
 
 #include <cstdint>
@@ -10,23 +14,23 @@
 namespace flashcute {
 
 struct SeqInfo {
-  int seqlen_q;
-  int seqlen_k;
-  int causal_offset;  // key j is visible to query i iff j <= i + causal_offset (causal only)
-  int64_t q_offset, k_offset, v_offset, o_offset;  // elements to this batch's row 0, head 0
-  int64_t lse_offset;                              // elements to this batch's (head 0, row 0) LSE
-  int64_t lse_head_stride;
+  AttnParams const& params;
+  int batch;
 
-  __host__ __device__ SeqInfo(AttnParams const& p, int batch)
-      : seqlen_q(p.seqlen_q),
-        seqlen_k(p.seqlen_k),
-        causal_offset(p.causal_top_left ? 0 : p.seqlen_k - p.seqlen_q),
-        q_offset(batch * p.q_batch_stride),
-        k_offset(batch * p.k_batch_stride),
-        v_offset(batch * p.v_batch_stride),
-        o_offset(batch * p.o_batch_stride),
-        lse_offset(int64_t(batch) * p.heads_q * p.seqlen_q),
-        lse_head_stride(p.seqlen_q) {}
+  __host__ __device__ SeqInfo(AttnParams const& p, int b) : params(p), batch(b) {}
+
+  __host__ __device__ int seqlen_q() const { return params.seqlen_q; }
+  __host__ __device__ int seqlen_k() const { return params.seqlen_k; }
+  // Key j is visible to query i iff j <= i + causal_offset() (causal only).
+  __host__ __device__ int causal_offset() const { return params.causal_offset; }
+  // Elements to this batch's row 0 (head 0) of each tensor.
+  __host__ __device__ int64_t q_offset() const { return batch * params.q_batch_stride; }
+  __host__ __device__ int64_t k_offset() const { return batch * params.k_batch_stride; }
+  __host__ __device__ int64_t v_offset() const { return batch * params.v_batch_stride; }
+  __host__ __device__ int64_t o_offset() const { return batch * params.o_batch_stride; }
+  // The LSE is (batch, heads_q, seqlen_q): this batch's (head 0, row 0), and the stride between heads.
+  __host__ __device__ int64_t lse_offset() const { return int64_t(batch) * params.heads_q * params.seqlen_q; }
+  __host__ __device__ int64_t lse_head_stride() const { return params.seqlen_q; }
 };
 
 }  // namespace flashcute

@@ -19,16 +19,16 @@ CUTE_DEVICE auto make_gmem_tensors(AttnParams const& p, SeqInfo const& seq, int 
     return make_tensor(make_gmem_ptr(base + offset + head_offset), make_shape(rows, p.head_dim),
                        make_stride(row_stride, _1{}));
   };
-  Tensor mQ = view(static_cast<Element const*>(p.q_ptr), seq.q_offset, head * p.q_head_stride, seq.seqlen_q,
+  Tensor mQ = view(static_cast<Element const*>(p.q_ptr), seq.q_offset(), head * p.q_head_stride, seq.seqlen_q(),
                    p.q_row_stride);
-  Tensor mK = view(static_cast<Element const*>(p.k_ptr), seq.k_offset, head_kv * p.k_head_stride, seq.seqlen_k,
+  Tensor mK = view(static_cast<Element const*>(p.k_ptr), seq.k_offset(), head_kv * p.k_head_stride, seq.seqlen_k(),
                    p.k_row_stride);
-  Tensor mV = view(static_cast<Element const*>(p.v_ptr), seq.v_offset, head_kv * p.v_head_stride, seq.seqlen_k,
+  Tensor mV = view(static_cast<Element const*>(p.v_ptr), seq.v_offset(), head_kv * p.v_head_stride, seq.seqlen_k(),
                    p.v_row_stride);
-  Tensor mO = view(static_cast<Element*>(p.o_ptr), seq.o_offset, head * p.o_head_stride, seq.seqlen_q,
+  Tensor mO = view(static_cast<Element*>(p.o_ptr), seq.o_offset(), head * p.o_head_stride, seq.seqlen_q(),
                    p.o_row_stride);
-  Tensor mLSE = make_tensor(make_gmem_ptr(p.lse_ptr + seq.lse_offset + head * seq.lse_head_stride),
-                            make_shape(seq.seqlen_q));
+  Tensor mLSE = make_tensor(make_gmem_ptr(p.lse_ptr + seq.lse_offset() + head * seq.lse_head_stride()),
+                            make_shape(seq.seqlen_q()));
   return cute::make_tuple(mQ, mK, mV, mO, mLSE);
 }
 

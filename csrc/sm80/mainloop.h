@@ -99,7 +99,7 @@ struct Mainloop {
   // gQ: (BLK_M, D) Q block; gK, gV: (BLK_N, D, n) K/V blocks; sQ, sK, sV: their shared-memory buffers.
   // Accumulates the unnormalised O of the Q block into acc_o (MMA, MMA_M, MMA_D) and its statistics into softmax.
   template <class TensorGQ, class TensorGKV, class TensorSQ, class TensorSKV, class TensorO>
-  __device__ static void mma(TensorGQ const& gQ, TensorGKV const& gK, TensorGKV const& gV, TensorSQ& sQ,
+  __device__ __forceinline__ static void mma(TensorGQ const& gQ, TensorGKV const& gK, TensorGKV const& gV, TensorSQ& sQ,
                              TensorSKV& sK, TensorSKV& sV, TensorO& acc_o, Softmax& softmax, AttnParams const& params,
                              SeqInfo const& seq, int m_block, KVBlockRange const& range, int tidx) {
     Tensor sVt = make_tensor(sV.data(), typename Traits::SmemLayoutVt{});
@@ -137,12 +137,12 @@ struct Mainloop {
 
     // (row, col) inside the S block of each score this thread holds, for masking.
     Tensor tScS = make_rowcol(thr_mma.partition_C(make_identity_tensor(select<0, 1>(TileShape_MNK{}))));
-    int const q_row_end = seq.seqlen_q - m_block * kBlockM;  // valid rows of this Q block
+    int const q_row_end = seq.seqlen_q() - m_block * kBlockM;  // valid rows of this Q block
 
     // Prologue: Q and the last visible K block (the only one that can be ragged) in flight.
     int n_block = range.n_block_max - 1;
     load_tile<true>(gmem_tiled_copy_QKV, tQgQ, tQsQ, tQcQ, q_row_end, params.head_dim);
-    load_tile<true>(gmem_tiled_copy_QKV, tKgK(_, _, _, n_block), tKsK, tKVcKV, seq.seqlen_k - n_block * kBlockN,
+    load_tile<true>(gmem_tiled_copy_QKV, tKgK(_, _, _, n_block), tKsK, tKVcKV, seq.seqlen_k() - n_block * kBlockN,
                     params.head_dim);
     cp_async_fence();
 
@@ -155,7 +155,7 @@ struct Mainloop {
       cp_async_wait<0>();
       __syncthreads();  // K(n) landed; every warp is done with V(n+1)
       // Only the first (last visible) block can be ragged: the rows of every later block are all in range.
-      load_tile<kFirst>(gmem_tiled_copy_QKV, tVgV(_, _, _, n_block), tVsV, tKVcKV, seq.seqlen_k - n_block * kBlockN,
+      load_tile<kFirst>(gmem_tiled_copy_QKV, tVgV(_, _, _, n_block), tVsV, tKVcKV, seq.seqlen_k() - n_block * kBlockN,
                         params.head_dim);
       cp_async_fence();
 
@@ -163,7 +163,7 @@ struct Mainloop {
               smem_thr_copy_K);
       Tensor scores = make_rowcol(acc_s);
       if constexpr (kMasked) {
-        apply_mask<kCausal>(scores, tScS, m_block * kBlockM, n_block * kBlockN, seq.seqlen_k, seq.causal_offset);
+        apply_mask<kCausal>(scores, tScS, m_block * kBlockM, n_block * kBlockN, seq.seqlen_k(), seq.causal_offset());
       }
 
       cp_async_wait<0>();

@@ -63,7 +63,7 @@ struct Epilogue {
     CUTLASS_PRAGMA_UNROLL
     for (int mi = 0; mi < size(lse); ++mi) {
       int const row = tile.m_block * kBlockM + get<0>(tOcO(mi, 0));
-      if (row < seq.seqlen_q) { lse_ptr[row] = lse(mi); }
+      if (row < seq.seqlen_q()) { lse_ptr[row] = lse(mi); }
     }
   }
 
@@ -128,7 +128,7 @@ struct Epilogue {
     CUTLASS_PRAGMA_UNROLL
     for (int mi = 0; mi < size<0>(tOcO); ++mi) {
       int const row = tile.m_block * kBlockM + get<0>(tOcO(mi, 0));
-      if (row >= seq.seqlen_q) { continue; }
+      if (row >= seq.seqlen_q()) { continue; }
       CUTLASS_PRAGMA_UNROLL
       for (int dj = 0; dj < size<1>(tOcO); ++dj) {
         int const col = get<1>(tOcO(mi, dj));

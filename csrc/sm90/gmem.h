@@ -37,10 +37,10 @@ auto make_gmem_tensors(AttnParams const& p) {
 // Device: row 0 of one (batch, head)'s O and LSE.
 template <class Element>
 CUTE_DEVICE Element* o_row0(AttnParams const& p, SeqInfo const& seq, int head) {
-  return static_cast<Element*>(p.o_ptr) + seq.o_offset + head * p.o_head_stride;
+  return static_cast<Element*>(p.o_ptr) + seq.o_offset() + head * p.o_head_stride;
 }
 CUTE_DEVICE float* lse_row0(AttnParams const& p, SeqInfo const& seq, int head) {
-  return p.lse_ptr + seq.lse_offset + head * seq.lse_head_stride;
+  return p.lse_ptr + seq.lse_offset() + head * seq.lse_head_stride();
 }
 
 }  // namespace flashcute::sm90

@@ -208,7 +208,7 @@ struct Mainloop {
       constexpr bool kFirst = decltype(first)::value;
       constexpr bool kMasked = decltype(masked)::value;
       if constexpr (kMasked) {
-        apply_mask<kCausal>(scores, tScS, m_block * kBlockM, n_block * kBlockN, seq.seqlen_k, seq.causal_offset);
+        apply_mask<kCausal>(scores, tScS, m_block * kBlockM, n_block * kBlockN, seq.seqlen_k(), seq.causal_offset());
       }
       fill(correction, 1.f);
       if constexpr (Traits::kSkipUnchangedRescale && !kFirst) {

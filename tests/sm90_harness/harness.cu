@@ -121,7 +121,7 @@ __global__ void reference_kernel(FwdParams p, double* out, double* lse) {
   double local_max = -INFINITY;
   for (int j = tid; j < p.seqlen_k; j += blockDim.x) {
     double s = -INFINITY;
-    if (!p.causal || j <= i + (p.causal_top_left ? 0 : p.seqlen_k - p.seqlen_q)) {
+    if (!p.causal || j <= i + p.causal_offset) {
       double acc = 0;
       for (int d = 0; d < p.head_dim; ++d) { acc += to_double(q[d]) * to_double(k[j * p.k_row_stride + d]); }
       s = kLowPrecision ? to_double(Element(float(acc * p.softmax_scale))) : acc * p.softmax_scale;
@@ -262,6 +262,7 @@ bool run_case(Case const& c, DType dtype, int kernel_hdim, FwdLauncher launcher,
   p.softmax_scale_log2 = p.softmax_scale * kLog2e;
   p.causal = c.causal;
   p.causal_top_left = c.top_left;
+  p.causal_offset = c.top_left ? 0 : c.seqlen_k - c.seqlen_q;
   int device = 0;
   CHECK_CUDA(cudaGetDevice(&device));
   CHECK_CUDA(cudaDeviceGetAttribute(&p.num_sms, cudaDevAttrMultiProcessorCount, device));
@@ -434,7 +435,7 @@ void bench(DType dtype, int hdim, FwdLauncher launcher, bool sustained) {
       p.softmax_scale = 1.f / std::sqrt(float(hdim));
       p.softmax_scale_log2 = p.softmax_scale * kLog2e;
       p.causal = causal;
-      p.causal_top_left = true;
+      p.causal_top_left = true, p.causal_offset = 0;
       CHECK_CUDA(cudaDeviceGetAttribute(&p.num_sms, cudaDevAttrMultiProcessorCount, 0));
       float ms = time_launches(launcher, p, 3);
       // The timed launches in parts, each followed by a clock probe (100 us after ~50 ms when sustained).

@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   p.batch = std::atoi(argv[3]), p.heads_q = std::atoi(argv[4]), p.heads_kv = std::atoi(argv[5]);
   p.seqlen_q = std::atoi(argv[6]), p.seqlen_k = std::atoi(argv[7]), p.head_dim = std::atoi(argv[8]);
   p.causal = causal != 0;
-  p.causal_top_left = false;  // bottom-right diagonal, FlashAttention's
+  p.causal_offset = p.seqlen_k - p.seqlen_q;  // bottom-right diagonal, FlashAttention's
   int const num_sms = std::atoi(argv[9]);
   if (block_m == 128) { return causal ? walk<128, true>(p, num_sms) : walk<128, false>(p, num_sms); }
   if (block_m == 192) { return causal ? walk<192, true>(p, num_sms) : walk<192, false>(p, num_sms); }
