@@ -31,6 +31,7 @@ struct Epilogue {
     auto smem_thr_copy_O = smem_tiled_copy_O.get_thread_slice(tidx);
     Tensor taccOrO = smem_thr_copy_O.retile_S(rO);
     Tensor taccOsO = smem_thr_copy_O.partition_D(sO);
+    CUTE_STATIC_ASSERT_V(size(taccOrO) == size(taccOsO));  // every accumulator element has its smem slot
     copy(smem_tiled_copy_O, taccOrO, taccOsO);
 
     // LSE: the quad's first thread (column 0 of the row) owns each row's value.

@@ -54,6 +54,9 @@ struct Mainloop {
                                  ThrCopyA const& thr_copy_a, ThrCopyB const& thr_copy_b) {
     Tensor tCrA_view = thr_copy_a.retile_D(tCrA);
     Tensor tCrB_view = thr_copy_b.retile_D(tCrB);
+    CUTE_STATIC_ASSERT_V(size<1>(tCsA) == size<1>(tCrA_view));  // MMA_M: ldmatrix covers the fragment's rows
+    CUTE_STATIC_ASSERT_V(size<1>(tCsB) == size<1>(tCrB_view));  // MMA_N
+    CUTE_STATIC_ASSERT_V(size<2>(tCrA) == size<2>(tCrB));       // the k-slices of A and B pair up
     copy(copy_a, tCsA(_, _, 0), tCrA_view(_, _, 0));
     copy(copy_b, tCsB(_, _, 0), tCrB_view(_, _, 0));
     CUTE_UNROLL
@@ -176,7 +179,8 @@ struct Mainloop {
       softmax.template rescale<kFirst, kMasked>(scores, acc_o_rowcol, params.softmax_scale_log2);
 
       Tensor rP = convert_type<Element>(acc_s);
-      Tensor tOrP = make_tensor(rP.data(), acc_as_operand_a(rP.layout()));
+      Tensor tOrP = make_tensor(rP.data(), acc_as_operand_a(rP.layout()));  // (MMA, MMA_M, MMA_N / 2)
+      CUTE_STATIC_ASSERT_V(size<2>(tOrP) == size<2>(tOrVt));  // P's k-slices are V^T's: P.V needs no smem trip
       gemm_rs(acc_o, tOrP, tOrVt, tOsVt, tiled_mma, smem_tiled_copy_V, smem_thr_copy_V);
     };
 

@@ -85,6 +85,7 @@ struct Epilogue {
     Tensor rO = convert_type<Element>(tOrO);
     Tensor taccOrO = smem_thr_copy_O.retile_S(rO);     // (CPY, CPY_M, CPY_D)
     Tensor taccOsO = smem_thr_copy_O.partition_D(sO);  // (CPY, CPY_M, CPY_D)
+    CUTE_STATIC_ASSERT_V(size(taccOrO) == size(taccOsO));  // every accumulator element has its smem slot
 
     if constexpr (Traits::kOAliasesV) {
       cutlass::arch::NamedBarrier::sync(kNumMmaThreads, uint32_t(NamedBarrierId::kEpilogue));

@@ -187,6 +187,9 @@ struct Mainloop {
     Tensor tScS = make_rowcol(thr_mma_s.partition_C(make_identity_tensor(select<0, 1>(TileShape_MNK{}))));
     // P's registers are S's layout regrouped (acc_as_operand_a), so P = S converts register by register.
     Tensor tOrP = make_tensor<Element>(acc_as_operand_a(tSrS.layout()));  // (MMA, MMA_M, MMA_N / 16)
+    CUTE_STATIC_ASSERT_V(size<2>(tOrP) == size<2>(tOrV));   // P's k-blocks are V^T's
+    CUTE_STATIC_ASSERT_V(size<1>(tSrS) == size<1>(tOrO));   // S and O rows line up: one softmax row state each
+    CUTE_STATIC_ASSERT_V(size<2>(tSrQ) == size<2>(tSrK));   // Q.K^T: the head-dim k-blocks pair up
     Tensor acc_o = make_rowcol(tOrO);
     // The rescale of O must wait until the in-flight P.V is done: OnlineSoftmax rescales this (rows, 1)
     // tensor of ones instead, leaving the correction of each row to apply to O later.
