@@ -1164,20 +1164,21 @@ def _neg_offset(o):
     return -o if not isinstance(o, MixedBits) else -int(o)
 
 
-def right_inverse_composed(x):
+def _inverse_composed(x, inverse):
+    """C++'s right_inverse / left_inverse of a swizzle or a composed layout, with `inverse` the layout's one."""
     if isinstance(x, Swizzle):
         return x
     if isinstance(x.layout_a, Swizzle) and _is_constant_zero(x.offset):
-        return composition(right_inverse(x.layout_b), x.layout_a)
-    return composition3(right_inverse(x.layout_b), _neg_offset(x.offset), right_inverse(x.layout_a))
+        return composition(inverse(x.layout_b), x.layout_a)
+    return composition3(inverse(x.layout_b), _neg_offset(x.offset), inverse(x.layout_a))
+
+
+def right_inverse_composed(x):
+    return _inverse_composed(x, right_inverse)
 
 
 def left_inverse_composed(x):
-    if isinstance(x, Swizzle):
-        return x
-    if isinstance(x.layout_a, Swizzle) and _is_constant_zero(x.offset):
-        return composition(left_inverse(x.layout_b), x.layout_a)
-    return composition3(left_inverse(x.layout_b), _neg_offset(x.offset), left_inverse(x.layout_a))
+    return _inverse_composed(x, left_inverse)
 
 
 def _log2_pow2(n, what):
