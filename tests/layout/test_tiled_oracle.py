@@ -1,36 +1,43 @@
 """Atoms, TiledMMA and TiledCopy against real C++ CuTe (tests/layout/oracle/tiled.cpp), string for string.
 
 The C++ program holds a fixed set of configurations (they are C++ types); this test asks it, for
-each one, the TV layouts and then seeded random partitions (tensor shape, strides, thread) and
-retiles, and compares every printed line with what flashcute.layout prints.
+each one, the TV layouts and then seeded random partitions (tensor shape, strides, thread), partitions
+of identity tensors and retiles, and compares every printed line with what flashcute.layout prints.
+The default run builds parts 0-2 of the program (every atom and every way of building a TiledMMA or
+TiledCopy); ``FLASHCUTE_ORACLE_FULL=1`` adds parts 3-5 (the other combinations).
 """
 
-import concurrent.futures
 import random
 
 import pytest
 
-from flashcute.layout import Int, Layout, LayoutRight, _, make_fragment_like, parse_layout, size, to_str
+from flashcute.layout import (
+    Int, Layout, LayoutRight, _, make_fragment_like, make_identity_tensor, parse_layout, size, to_str,
+)
 from flashcute.layout.atoms import copy_atom, mma_atom
 from flashcute.layout.tensor import Tensor
 from flashcute.layout.tiled import make_tiled_copy, make_tiled_copy_A, make_tiled_copy_B, \
     make_tiled_copy_C, make_tiled_copy_C_atom, make_tiled_mma
 
-PARTS = 4
+from tests.layout import oracle as _oracle
+
+PARTS = list(range(6)) if _oracle.full() else [0, 1, 2]
 RANDOM_PARTITIONS = 40   # per operand and configuration
+RANDOM_IDENTITY = 8      # partitions of identity tensors per configuration
 RANDOM_THREADS = 4
 
 
-def _part_source(oracle, part):
-    text = (oracle.HERE / "tiled.cpp").read_text()
-    first, rest = text.split("\n", 1)   # the precompiled-header include must stay first
-    return f"{first}\n#define ORACLE_PART {part}\n{rest}"
+def oracle_prefetch():
+    """Queue the parts' builds (tests/conftest.py calls this when collection ends)."""
+    for part in PARTS:
+        _oracle.prefetch_program("tiled", part, priority=20)
 
 
 @pytest.fixture(scope="module")
 def binaries(oracle):
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        return list(pool.map(lambda p: oracle.build(f"tiled{p}", _part_source(oracle, p)), range(PARTS)))
+    for part in PARTS:  # queued in the background already, unless this module runs alone
+        oracle.prefetch_program("tiled", part, priority=20)
+    return [oracle.build_program("tiled", part, priority=20) for part in PARTS]
 
 
 def _ask(oracle, binary, queries):
@@ -97,7 +104,7 @@ def _random_tensor(rng, tile_m, tile_n):
     return m, n, stride
 
 
-def _mma_queries(rng, mma):
+def _mma_queries(rng, mma, ident):
     tm, tn, tk = (int(s) for s in mma.tile_shape)
     nthr = int(mma.size)
     queries = ["tv"]
@@ -107,6 +114,9 @@ def _mma_queries(rng, mma):
             queries.append(f"part{op} {m} {n} {sm} {sn} {rng.randrange(nthr)}")
         for _i in range(RANDOM_THREADS):
             queries.append(f"frag{op} {rng.randrange(nthr)}")
+    for _i in range(RANDOM_IDENTITY if ident else 0):
+        m, n, _stride = _random_tensor(rng, tm, tn)
+        queries.append(f"identC {m} {n} {rng.randrange(nthr)}")
     return queries
 
 
@@ -115,6 +125,9 @@ def _mma_answer(mma, query):
     if op == "tv":
         return "\t".join([str(mma.thr_layout_vmnk), to_str(mma.tile_shape), str(mma.get_layoutA_TV()),
                           str(mma.get_layoutB_TV()), str(mma.get_layoutC_TV())])
+    if op == "identC":
+        m, n, thr = map(int, args)
+        return to_str(mma.get_slice(thr).partition_C(make_identity_tensor((m, n))))
     which = op[-1]
     if op.startswith("part"):
         m, n, sm, sn, thr = map(int, args)
@@ -128,7 +141,7 @@ def _mma_answer(mma, query):
     return "DESCRIPTOR" if isinstance(frag, str) and "descriptor" in frag else str(frag.layout)
 
 
-def _copy_queries(rng, copy):
+def _copy_queries(rng, copy, ident):
     tm, tn = (int(size(t)) for t in copy.tiler_mn + (Int(1),) * (2 - len(copy.tiler_mn)))
     nthr = int(copy.size)
     queries = ["tv"]
@@ -137,6 +150,9 @@ def _copy_queries(rng, copy):
             m, n, (sm, sn) = _random_tensor(rng, tm, tn)
             queries.append(f"part{op} {m} {n} {sm} {sn} {rng.randrange(nthr)}")
     queries += [f"retile {rng.randrange(nthr)}" for _i in range(RANDOM_THREADS)]
+    for _i in range(RANDOM_IDENTITY if ident else 0):
+        m, n, _stride = _random_tensor(rng, tm, tn)
+        queries.append(f"identS {m} {n} {rng.randrange(nthr)}")
     return queries
 
 
@@ -145,6 +161,9 @@ def _copy_answer(copy, query, fragment_of):
     if op == "tv":
         return "\t".join([to_str(copy.tiler_mn), str(copy.layout_tv), str(copy.get_layoutS_TV()),
                           str(copy.get_layoutD_TV())])
+    if op == "identS":
+        m, n, thr = map(int, args)
+        return to_str(copy.get_slice(thr).partition_S(make_identity_tensor((m, n))))
     if op.startswith("part"):
         m, n, sm, sn, thr = map(int, args)
         tensor = Tensor(None, Layout((m, n), (sm, sn)))
@@ -183,10 +202,14 @@ def _build_copy(kind, fields):
 def test_tiled_corpus_matches_cpp(oracle, binaries):
     rng = random.Random(20250)
     bad = Mismatches()
-    counts = {"mma-atom": 0, "copy-atom": 0, "mma": 0, "copy": 0, "invalid": 0, "queries": 0}
+    counts = {"mma-atom": 0, "copy-atom": 0, "mma": 0, "copy": 0, "invalid": 0, "identity": 0, "queries": 0}
     for binary in binaries:
         jobs = []   # (query line, label, mirror answer thunk)
         for fields in _listing(oracle, binary):
+            identity = fields[-1] == "IDENT"   # answers identC / identS
+            if identity:
+                fields = fields[:-1]
+                counts["identity"] += 1
             kind, ident = fields[0], fields[1]
             counts[kind] += 1
             label = " ".join(fields)
@@ -202,7 +225,7 @@ def test_tiled_corpus_matches_cpp(oracle, binaries):
                 jobs.append((f"copy-atom {ident}", label, lambda w=want: w))
             elif kind == "mma":
                 mma = make_tiled_mma(mma_atom(fields[2]), parse_layout(fields[3]), _permutation(fields[4]))
-                for q in _mma_queries(rng, mma):
+                for q in _mma_queries(rng, mma, identity):
                     jobs.append((f"mma {ident} {q}", f"{label} :: {q}", lambda m=mma, q=q: _mma_answer(m, q)))
             elif fields[-1] == "INVALID":
                 # C++ refuses to compile this TiledCopy; the mirror must refuse to build it
@@ -211,7 +234,7 @@ def test_tiled_corpus_matches_cpp(oracle, binaries):
                     _build_copy(fields[2], fields[3:])
             else:
                 copy, fragment_of = _build_copy(fields[2], fields[3:])
-                for q in _copy_queries(rng, copy):
+                for q in _copy_queries(rng, copy, identity):
                     jobs.append((f"copy {ident} {q}", f"{label} :: {q}",
                                  lambda c=copy, q=q, f=fragment_of: _copy_answer(c, q, f)))
         answers = _ask(oracle, binary, [q for q, _l, _f in jobs])
@@ -219,5 +242,7 @@ def test_tiled_corpus_matches_cpp(oracle, binaries):
             bad.check(label, _mirror(mirror), got)
         counts["queries"] += len(jobs)
     print(f"tiled oracle: {counts}")
-    assert counts["mma"] >= 10 and counts["copy"] >= 15 and counts["mma-atom"] >= 40
+    least = {"mma": 13, "copy": 22} if len(PARTS) == 6 else {"mma": 6, "copy": 13}
+    assert counts["mma"] >= least["mma"] and counts["copy"] >= least["copy"] and counts["mma-atom"] >= 40, counts
+    assert counts["identity"] >= 8, counts
     assert not bad.rows, bad.report()

@@ -6,7 +6,10 @@
 // The configurations are C++ types, so they are fixed here; stdin picks what to print about
 // them, so the Python side can ask for any tensor shape, stride or thread at run time.
 // The corpus is split into parts (ORACLE_PART, defined by the test before compiling) so each
-// translation unit stays small enough to build in parallel.
+// translation unit stays small enough to build in parallel.  Parts 0-2 span every atom and every
+// builder (plain, widened, deep and permuted TiledMMAs, GMMA, tv copies, copies from a TiledMMA's
+// A/B/C, make_tiled_copy_C_atom) and are the default run; parts 3-5 hold the other combinations and
+// join with FLASHCUTE_ORACLE_FULL=1.
 //
 // stdin, one query per line; stdout, one line per query (fields separated by a tab):
 //   list                                  the part's configurations, one per line, then "end":
@@ -14,15 +17,18 @@
 //                                           "mma <id> <op> <thr> <perm>",
 //                                           "copy <id> mma<A|B|C> <copy-op> <bits> <mma-op> <thr> <perm>",
 //                                           "copy <id> tv <copy-op> <bits> <thr> <val>"
-//                                         with " INVALID" appended where CuTe's static asserts reject it
+//                                         with " INVALID" appended where CuTe's static asserts reject it,
+//                                         " IDENT" where the configuration answers identC / identS
 //   mma-atom <id>                         ThrID, Shape_MNK, LayoutA_TV, LayoutB_TV, LayoutC_TV
 //   copy-atom <id>                        ThrID, ValLayoutSrc, ValLayoutDst, ValLayoutRef
 //   mma <id> tv                           ThrLayoutVMNK, tile_shape, layoutA_TV, layoutB_TV, layoutC_TV
 //   mma <id> part<A|B|C> M N sM sN thr    layout and offset of thr's partition of (M,N):(sM,sN)
 //   mma <id> frag<A|B|C> thr              partition_fragment of a (2*tile):LayoutRight tensor
+//   mma <id> identC M N thr               print of thr's partition_C of make_identity_tensor((M,N))
 //   copy <id> tv                          Tiler_MN, TiledLayout_TV, layoutS_TV, layoutD_TV
 //   copy <id> part<S|D> M N sM sN thr     layout and offset of thr's partition
 //   copy <id> retile thr                  retile_D of a register fragment (see retile_fragment)
+//   copy <id> identS M N thr              print of thr's partition_S of make_identity_tensor((M,N))
 #include <cstdint>
 #include <functional>
 #include <sstream>
@@ -108,7 +114,9 @@ void add_copy_atom(char const* name) {
 // TiledMMA
 //
 
-template <class Op, class Thr, class Perm>
+// Ident: whether the configuration answers identC / identS (partitions of identity tensors: their
+// ArithTuple algebra doubles a configuration's compile time, so only some configurations have it).
+template <class Op, class Thr, class Perm, bool Ident>
 void query_mma(std::istringstream& in) {
   auto mma = make_tiled_mma(Op{}, Thr{}, Perm{});
   using Atom = MMA_Atom<Op>;
@@ -128,6 +136,11 @@ void query_mma(std::istringstream& in) {
     if (op == "partA") print_partition<half_t>(thr_mma.partition_A(t));
     if (op == "partB") print_partition<half_t>(thr_mma.partition_B(t));
     if (op == "partC") print_partition<half_t>(thr_mma.partition_C(t));
+  } else if (op == "identC") {
+    int m, n, thr;
+    in >> m >> n >> thr;
+    if constexpr (Ident) print(mma.get_slice(thr).partition_C(make_identity_tensor(make_shape(m, n))));
+    else printf("ERR no identity queries");
   } else if (op == "fragA" || op == "fragB" || op == "fragC") {
     int thr; in >> thr;
     auto thr_mma = mma.get_slice(thr);
@@ -145,19 +158,19 @@ void query_mma(std::istringstream& in) {
   }
 }
 
-template <class Op, class Thr, class Perm>
+template <class Op, class Thr, class Perm, bool Ident = false>
 void add_mma(char const* name) {
   int id = int(mmas.size());
   mmas.push_back({
-    [=] { printf("mma %d %s ", id, name); print(Thr{}); printf(" "); print(Perm{}); },
-    query_mma<Op, Thr, Perm>});
+    [=] { printf("mma %d %s ", id, name); print(Thr{}); printf(" "); print(Perm{}); if (Ident) printf(" IDENT"); },
+    query_mma<Op, Thr, Perm, Ident>});
 }
 
 //
 // TiledCopy
 //
 
-template <class Copy, class Retile>
+template <bool Ident, class Copy, class Retile>
 void query_copy(Copy const& copy, std::istringstream& in, Retile retile) {
   std::string op;
   in >> op;
@@ -172,6 +185,11 @@ void query_copy(Copy const& copy, std::istringstream& in, Retile retile) {
     auto thr_copy = copy.get_slice(thr);
     if (op == "partS") print_partition<half_t>(thr_copy.partition_S(t));
     else               print_partition<half_t>(thr_copy.partition_D(t));
+  } else if (op == "identS") {
+    int m, n, thr;
+    in >> m >> n >> thr;
+    if constexpr (Ident) print(copy.get_slice(thr).partition_S(make_identity_tensor(make_shape(m, n))));
+    else printf("ERR no identity queries");
   } else if (op == "retile") {
     int thr; in >> thr;
     print(copy.get_slice(thr).retile_D(retile(thr)).layout());
@@ -189,7 +207,7 @@ constexpr bool copy_fits() {
 
 // make_tiled_copy_A|B|C(Copy_Atom<CopyOp,T>, make_tiled_mma(Op, Thr, Perm)); retile_D takes the
 // thread's partition_fragment_A|B|C of a (2*tile):LayoutRight tensor, as kernels do.
-template <class CopyOp, class T, char Which, class Op, class Thr, class Perm>
+template <class CopyOp, class T, char Which, class Op, class Thr, class Perm, bool Ident = false>
 void add_copy_from_mma(char const* copy_name, char const* mma_name) {
   using Atom = Copy_Atom<CopyOp, T>;
   using Mma = decltype(make_tiled_mma(Op{}, Thr{}, Perm{}));
@@ -201,6 +219,7 @@ void add_copy_from_mma(char const* copy_name, char const* mma_name) {
     printf("copy %d mma%c %s %d %s ", id, Which, copy_name, bits_of<T>, mma_name);
     print(Thr{}); printf(" "); print(Perm{});
     if (!fits) printf(" INVALID");
+    else if (Ident) printf(" IDENT");
   };
   if constexpr (fits) {
     copies.push_back({describe, [](std::istringstream& in) {
@@ -216,9 +235,9 @@ void add_copy_from_mma(char const* copy_name, char const* mma_name) {
         else
           return thr_mma.partition_fragment_C(static_row_major<typename MAtom::ValTypeC>(make_shape(get<0>(tile) * _2{}, get<1>(tile) * _2{})));
       };
-      if constexpr (Which == 'A') query_copy(make_tiled_copy_A(Atom{}, mma), in, retile);
-      else if constexpr (Which == 'B') query_copy(make_tiled_copy_B(Atom{}, mma), in, retile);
-      else query_copy(make_tiled_copy_C(Atom{}, mma), in, retile);
+      if constexpr (Which == 'A') query_copy<Ident>(make_tiled_copy_A(Atom{}, mma), in, retile);
+      else if constexpr (Which == 'B') query_copy<Ident>(make_tiled_copy_B(Atom{}, mma), in, retile);
+      else query_copy<Ident>(make_tiled_copy_C(Atom{}, mma), in, retile);
     }});
   } else {
     copies.push_back({describe, [](std::istringstream&) { printf("INVALID"); }});
@@ -227,13 +246,16 @@ void add_copy_from_mma(char const* copy_name, char const* mma_name) {
 
 // make_tiled_copy_C_atom(Copy_Atom<CopyOp,T>, make_tiled_mma(Op, Thr, Perm)): the smallest tile of C
 // one atom call per thread covers (pipelined epilogues); retile_D takes the thread's accumulators.
-template <class CopyOp, class T, class Op, class Thr, class Perm>
+template <class CopyOp, class T, class Op, class Thr, class Perm, bool Ident = false>
 void add_copy_C_atom(char const* copy_name, char const* mma_name) {
   using Atom = Copy_Atom<CopyOp, T>;
   using Mma = decltype(make_tiled_mma(Op{}, Thr{}, Perm{}));
   int id = int(copies.size());
   copies.push_back({
-    [=] { printf("copy %d mmaC_atom %s %d %s ", id, copy_name, bits_of<T>, mma_name); print(Thr{}); printf(" "); print(Perm{}); },
+    [=] {
+      printf("copy %d mmaC_atom %s %d %s ", id, copy_name, bits_of<T>, mma_name); print(Thr{}); printf(" "); print(Perm{});
+      if (Ident) printf(" IDENT");
+    },
     [](std::istringstream& in) {
       Mma mma{};
       auto tile = tile_shape(mma);
@@ -241,13 +263,13 @@ void add_copy_C_atom(char const* copy_name, char const* mma_name) {
         return mma.get_slice(thr).partition_fragment_C(
             static_row_major<typename MMA_Atom<Op>::ValTypeC>(make_shape(get<0>(tile) * _2{}, get<1>(tile) * _2{})));
       };
-      query_copy(make_tiled_copy_C_atom(Atom{}, mma), in, retile);
+      query_copy<Ident>(make_tiled_copy_C_atom(Atom{}, mma), in, retile);
     }});
 }
 
 // make_tiled_copy(Copy_Atom<CopyOp,T>, thr_layout, val_layout); retile_D takes a register
 // fragment made like the thread's partition_D of one tile.
-template <class CopyOp, class T, class Thr, class Val>
+template <class CopyOp, class T, class Thr, class Val, bool Ident = false>
 void add_copy_tv(char const* copy_name) {
   using Atom = Copy_Atom<CopyOp, T>;
   int id = int(copies.size());
@@ -256,6 +278,7 @@ void add_copy_tv(char const* copy_name) {
     printf("copy %d tv %s %d ", id, copy_name, bits_of<T>);
     print(Thr{}); printf(" "); print(Val{});
     if (!fits) printf(" INVALID");
+    else if (Ident) printf(" IDENT");
   };
   if constexpr (fits) {
     copies.push_back({describe, [](std::istringstream& in) {
@@ -265,7 +288,7 @@ void add_copy_tv(char const* copy_name) {
         auto tile = make_tensor(make_gmem_ptr(fake_base<T>()), make_layout(Tiler{}));
         return make_fragment_like(copy.get_slice(thr).partition_D(tile));
       };
-      query_copy(copy, in, retile);
+      query_copy<Ident>(copy, in, retile);
     }});
   } else {
     copies.push_back({describe, [](std::istringstream&) { printf("INVALID"); }});
@@ -359,20 +382,15 @@ static void register_part() {
   add_copy_atom<DefaultCopy, half_t>("DefaultCopy");
   add_copy_atom<AutoVectorizingCopyWithAssumedAlignment<128>, half_t>("AutoVectorizingCopyWithAssumedAlignment<128>");
 
-  add_mma<BF16_16x8x16, W1, Plain>("SM80_16x8x16_F32BF16BF16F32_TN");
-  add_mma<BF16_16x8x16, W4, Perms<BF16_16x8x16, W4>::Widened>("SM80_16x8x16_F32BF16BF16F32_TN");
+  // TiledMMA: plain, widened (FlashAttention-2's Tile<16*warps,16,16>), deep and permuted tiles
+  add_mma<BF16_16x8x16, W1, Plain, true>("SM80_16x8x16_F32BF16BF16F32_TN");
+  add_mma<BF16_16x8x16, W4, Perms<BF16_16x8x16, W4>::Widened, true>("SM80_16x8x16_F32BF16BF16F32_TN");
   add_mma<BF16_16x8x16, W22RowMajor, Perms<BF16_16x8x16, W22RowMajor>::Deep>("SM80_16x8x16_F32BF16BF16F32_TN");
   add_mma<BF16_16x8x16, W2K2, Perms<BF16_16x8x16, W2K2>::Permuted>("SM80_16x8x16_F32BF16BF16F32_TN");
-  add_mma<F16_16x8x16, W14, Plain>("SM80_16x8x16_F32F16F16F32_TN");
-  add_mma<F16_16x8x8, W8, Perms<F16_16x8x8, W8>::Widened>("SM80_16x8x8_F32F16F16F32_TN");
-  add_mma<F16_16x8x8, W42, Perms<F16_16x8x8, W42>::Permuted>("SM80_16x8x8_F32F16F16F32_TN");
-  add_mma<BF16_16x8x8, W2, Perms<BF16_16x8x8, W2>::Deep>("SM80_16x8x8_F32BF16BF16F32_TN");
 #elif ORACLE_PART == 1
-  add_mma<GMMA(128, F32BF16BF16_SS), W2, Plain>("SM90_64x128x16_F32BF16BF16_SS");
+  // GMMA with two consumer warpgroups and with one (register-sourced A)
+  add_mma<GMMA(128, F32BF16BF16_SS), W2, Plain, true>("SM90_64x128x16_F32BF16BF16_SS");
   add_mma<GMMA(64, F32F16F16_RS), W1, Plain>("SM90_64x64x16_F32F16F16_RS");
-  add_mma<GMMA(96, F32F16F16_SS), W12, Plain>("SM90_64x96x16_F32F16F16_SS");
-  add_mma<GMMA(256, F32BF16BF16_RS), W2, Plain>("SM90_64x256x16_F32BF16BF16_RS");
-  add_mma<GMMA(24, F32F16F16_RS), W1, Plain>("SM90_64x24x16_F32F16F16_RS");
 
   // gmem <-> smem copies: FlashAttention-2's 16x8 row-major threads with 8 values each, and others
   using RowMajor16x8 = Layout<Shape<_16, _8>, Stride<_8, _1>>;
@@ -380,32 +398,45 @@ static void register_part() {
   using ColMajor16x8 = Layout<Shape<_16, _8>>;
   using RowMajor8x4  = Layout<Shape<_8, _4>, Stride<_4, _1>>;
   using Nested       = Layout<Shape<Shape<_4, _2>, _4>, Stride<Stride<_1, _16>, _4>>;
-  add_copy_tv<SM80_CP_ASYNC_CACHEGLOBAL<uint128_t>, half_t, RowMajor16x8, Layout<Shape<_1, _8>>>("SM80_CP_ASYNC_CACHEGLOBAL<uint128_t>");
+  add_copy_tv<SM80_CP_ASYNC_CACHEGLOBAL<uint128_t>, half_t, RowMajor16x8, Layout<Shape<_1, _8>>, true>("SM80_CP_ASYNC_CACHEGLOBAL<uint128_t>");
   add_copy_tv<SM80_CP_ASYNC_CACHEGLOBAL<uint128_t>, half_t, RowMajor16x8, Layout<Shape<_1, _4>>>("SM80_CP_ASYNC_CACHEGLOBAL<uint128_t>");
   add_copy_tv<SM80_CP_ASYNC_CACHEGLOBAL<uint128_t>, float, RowMajor32x4, Layout<Shape<_1, _4>>>("SM80_CP_ASYNC_CACHEGLOBAL<uint128_t>");
-  add_copy_tv<UniversalCopy<uint128_t>, half_t, ColMajor16x8, Layout<Shape<_8, _1>>>("UniversalCopy<uint128_t>");
+  add_copy_tv<UniversalCopy<uint128_t>, half_t, ColMajor16x8, Layout<Shape<_8, _1>>, true>("UniversalCopy<uint128_t>");
   add_copy_tv<UniversalCopy<uint64_t>, half_t, ColMajor16x8, Layout<Shape<_4, _2>>>("UniversalCopy<uint64_t>");
   add_copy_tv<UniversalCopy<uint128_t>, half_t, RowMajor8x4, Layout<Shape<_2, _8>, Stride<_8, _1>>>("UniversalCopy<uint128_t>");
   add_copy_tv<UniversalCopy<half_t>, half_t, Nested, Layout<Shape<_1, _8>>>("UniversalCopy<half_t>");
-  add_copy_tv<UniversalCopy<uint64_t>, half_t, Layout<_32>, Layout<_8>>("UniversalCopy<uint64_t>");
+  add_copy_tv<UniversalCopy<uint64_t>, half_t, Layout<_32>, Layout<_8>, true>("UniversalCopy<uint64_t>");
 #elif ORACLE_PART == 2
-  // smem -> registers (ldmatrix) and registers -> smem (stmatrix, plain stores) around a TiledMMA
+  // smem -> registers (ldmatrix) and registers -> smem (stmatrix) around FlashAttention-2's TiledMMA
   using FA2 = Perms<BF16_16x8x16, W4>::Widened;   // Tile<_64,_16,_16>
-  add_copy_from_mma<SM75_U32x4_LDSM_N, half_t, 'A', BF16_16x8x16, W4, FA2>("SM75_U32x4_LDSM_N", "SM80_16x8x16_F32BF16BF16F32_TN");
-  add_copy_from_mma<SM75_U32x4_LDSM_N, half_t, 'B', BF16_16x8x16, W4, FA2>("SM75_U32x4_LDSM_N", "SM80_16x8x16_F32BF16BF16F32_TN");
+  add_copy_from_mma<SM75_U32x4_LDSM_N, half_t, 'A', BF16_16x8x16, W4, FA2, true>("SM75_U32x4_LDSM_N", "SM80_16x8x16_F32BF16BF16F32_TN");
   add_copy_from_mma<SM75_U16x8_LDSM_T, half_t, 'B', BF16_16x8x16, W4, FA2>("SM75_U16x8_LDSM_T", "SM80_16x8x16_F32BF16BF16F32_TN");
   add_copy_from_mma<SM90_U32x4_STSM_N, half_t, 'C', BF16_16x8x16, W4, FA2>("SM90_U32x4_STSM_N", "SM80_16x8x16_F32BF16BF16F32_TN");
-  add_copy_from_mma<SM75_U32x2_LDSM_N, half_t, 'A', BF16_16x8x16, W1, Plain>("SM75_U32x2_LDSM_N", "SM80_16x8x16_F32BF16BF16F32_TN");
+  // FlashAttention-3's epilogue: stmatrix from the accumulators of two consumer warpgroups
+  add_copy_from_mma<SM90_U32x4_STSM_N, half_t, 'C', GMMA(128, F32BF16BF16_SS), W2, Plain>("SM90_U32x4_STSM_N", "SM90_64x128x16_F32BF16BF16_SS");
+  // pipelined epilogues: make_tiled_copy_C_atom
+  add_copy_C_atom<SM90_U32x4_STSM_N, half_t, BF16_16x8x16, W4, Perms<BF16_16x8x16, W4>::Widened, true>("SM90_U32x4_STSM_N", "SM80_16x8x16_F32BF16BF16F32_TN");
+#elif ORACLE_PART == 3  // FLASHCUTE_ORACLE_FULL=1 only, from here on
+  // the other TiledMMAs: other atoms, warp layouts and permutations; GMMA N = 96, 256, 24
+  add_mma<F16_16x8x16, W14, Plain, true>("SM80_16x8x16_F32F16F16F32_TN");
+  add_mma<F16_16x8x8, W8, Perms<F16_16x8x8, W8>::Widened>("SM80_16x8x8_F32F16F16F32_TN");
+  add_mma<F16_16x8x8, W42, Perms<F16_16x8x8, W42>::Permuted>("SM80_16x8x8_F32F16F16F32_TN");
+  add_mma<BF16_16x8x8, W2, Perms<BF16_16x8x8, W2>::Deep>("SM80_16x8x8_F32BF16BF16F32_TN");
+  add_mma<GMMA(96, F32F16F16_SS), W12, Plain>("SM90_64x96x16_F32F16F16_SS");
+  add_mma<GMMA(256, F32BF16BF16_RS), W2, Plain>("SM90_64x256x16_F32BF16BF16_RS");
+  add_mma<GMMA(24, F32F16F16_RS), W1, Plain, true>("SM90_64x24x16_F32F16F16_RS");
+#elif ORACLE_PART == 4
+  // copies from the A, B and C of other TiledMMAs
+  using FA2 = Perms<BF16_16x8x16, W4>::Widened;   // Tile<_64,_16,_16>
+  add_copy_from_mma<SM75_U32x4_LDSM_N, half_t, 'B', BF16_16x8x16, W4, FA2>("SM75_U32x4_LDSM_N", "SM80_16x8x16_F32BF16BF16F32_TN");
+  add_copy_from_mma<SM75_U32x2_LDSM_N, half_t, 'A', BF16_16x8x16, W1, Plain, true>("SM75_U32x2_LDSM_N", "SM80_16x8x16_F32BF16BF16F32_TN");
   add_copy_from_mma<SM75_U32x4_LDSM_N, half_t, 'B', BF16_16x8x16, W1, Plain>("SM75_U32x4_LDSM_N", "SM80_16x8x16_F32BF16BF16F32_TN");
   add_copy_from_mma<SM75_U32x1_LDSM_N, half_t, 'A', BF16_16x8x16, W22RowMajor, Perms<BF16_16x8x16, W22RowMajor>::Deep>("SM75_U32x1_LDSM_N", "SM80_16x8x16_F32BF16BF16F32_TN");
   add_copy_from_mma<SM75_U32x2_LDSM_N, half_t, 'B', BF16_16x8x16, W2K2, Perms<BF16_16x8x16, W2K2>::Permuted>("SM75_U32x2_LDSM_N", "SM80_16x8x16_F32BF16BF16F32_TN");
   add_copy_from_mma<SM75_U16x4_LDSM_T, half_t, 'B', F16_16x8x8, W42, Perms<F16_16x8x8, W42>::Permuted>("SM75_U16x4_LDSM_T", "SM80_16x8x8_F32F16F16F32_TN");
   add_copy_from_mma<UniversalCopy<uint32_t>, half_t, 'C', F16_16x8x8, W8, Perms<F16_16x8x8, W8>::Widened>("UniversalCopy<uint32_t>", "SM80_16x8x8_F32F16F16F32_TN");
-  // FlashAttention-3's epilogue: stmatrix from the accumulators of two consumer warpgroups
-  add_copy_from_mma<SM90_U32x4_STSM_N, half_t, 'C', GMMA(128, F32BF16BF16_SS), W2, Plain>("SM90_U32x4_STSM_N", "SM90_64x128x16_F32BF16BF16_SS");
-#elif ORACLE_PART == 3
-  // pipelined epilogues: make_tiled_copy_C_atom
-  add_copy_C_atom<SM90_U32x4_STSM_N, half_t, BF16_16x8x16, W4, Perms<BF16_16x8x16, W4>::Widened>("SM90_U32x4_STSM_N", "SM80_16x8x16_F32BF16BF16F32_TN");
+#elif ORACLE_PART == 5
+  // make_tiled_copy_C_atom around a permuted TiledMMA and a GMMA
   add_copy_C_atom<SM90_U32x2_STSM_N, half_t, F16_16x8x8, W42, Perms<F16_16x8x8, W42>::Permuted>("SM90_U32x2_STSM_N", "SM80_16x8x8_F32F16F16F32_TN");
   add_copy_C_atom<UniversalCopy<uint32_t>, half_t, GMMA(64, F32F16F16_RS), W2, Plain>("UniversalCopy<uint32_t>", "SM90_64x64x16_F32F16F16_RS");
 #endif
