@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 DTYPES = ("fp16", "bf16")
-OPS = ("fwd",)
+OPS = ("fwd", "bwd")
 ARCHS = ("sm80", "sm90")
 
 
@@ -36,6 +36,20 @@ class Sm80Tile:
     warps: int
     softmax_parts_noncausal: int = 4
     softmax_parts_causal: int = 4
+
+
+@dataclass(frozen=True)
+class Sm80BwdTile:
+    """``flashcute::sm80::BwdKernelTraits``: a CTA owns block_n key rows and walks Q blocks of block_m rows, on
+    ``warps`` warps arranged per gemm: atom_sdp_m of them along M for S = Q.K^T and dP = dO.V^T, atom_dkv_n along
+    N for dK/dV, atom_dq_m along M for dQ (the rest along the other mode)."""
+
+    block_m: int
+    block_n: int
+    warps: int
+    atom_sdp_m: int
+    atom_dkv_n: int
+    atom_dq_m: int
 
 
 @dataclass(frozen=True)
@@ -56,10 +70,10 @@ class Kernel:
     op: str
     arch: str
     head_dim: int
-    # sm80: "all" (one tile; causal is a template flag inside). sm90: "noncausal", "causal", or
+    # sm80 (and every backward): "all" (one tile; causal is a template flag inside). sm90: "noncausal", "causal", or
     # "noncausal-longk" (taken when seqlen_k >= LONG_SEQLEN_K_MIN).
     variant: str
-    tile: Sm80Tile | Sm90Tile
+    tile: Sm80Tile | Sm80BwdTile | Sm90Tile
     why: str  # one line
     decision: str  # its anchor in benchmarks/notes.md, where the measurements are
 
@@ -110,6 +124,18 @@ KERNELS: tuple[Kernel, ...] = (
            "O rescale inside the turn: outside measured -1 to 0%", "d-sm90-rescale-outside-turn-off"),
     Kernel("fwd", "sm90", 256, "causal", Sm90Tile(128, 80), "O rescale outside the ping-pong turn +1%",
            "d-sm90-rescale-outside-turn"),
+    # ---- SM80 backward: FlashAttention-2's tiles for GPUs with >= 208 KiB of shared memory per block (H100/H200;
+    # A100's 163 KiB fits head dims <= 192; the kernel says so where it does not fit).
+    Kernel("bwd", "sm80", 64, "all", Sm80BwdTile(128, 128, 8, 2, 4, 4), "FlashAttention-2's tile",
+           "d-sm80-bwd-fa2-tiles"),
+    Kernel("bwd", "sm80", 96, "all", Sm80BwdTile(64, 128, 8, 2, 4, 4), "FlashAttention-2's tile",
+           "d-sm80-bwd-fa2-tiles"),
+    Kernel("bwd", "sm80", 128, "all", Sm80BwdTile(64, 128, 8, 2, 4, 2), "FlashAttention-2's tile",
+           "d-sm80-bwd-fa2-tiles"),
+    Kernel("bwd", "sm80", 192, "all", Sm80BwdTile(64, 64, 8, 4, 2, 2), "FlashAttention-2's tile",
+           "d-sm80-bwd-fa2-tiles"),
+    Kernel("bwd", "sm80", 256, "all", Sm80BwdTile(64, 64, 8, 4, 2, 2), "FlashAttention-2's tile",
+           "d-sm80-bwd-fa2-tiles"),
 )
 
 

@@ -31,7 +31,9 @@ def test_generated_files_are_current():
 def test_generated_header_holds_every_row():
     header = (ROOT / "csrc" / "instantiations" / "kernel_table.h").read_text()
     sm90_rows = [k for k in kernel_table.KERNELS if k.arch == "sm90"]
-    assert header.count("struct FwdTile<") == len(kernel_table.KERNELS)
+    assert header.count("struct FwdTile<") == len(kernel_table.kernels("fwd"))
+    assert header.count("struct BwdTile<") == len(kernel_table.kernels("bwd"))
+    assert "static constexpr int kAtomLayoutMSdP = 2, kAtomLayoutNdKV = 4, kAtomLayoutMdQ = 2;" in header
     assert "FwdTile<128, FwdVariant::kNonCausalLongK>" in header
     assert "static constexpr int kBlockM = 192, kBlockN = 128, kStages = 2, kSoftmaxReduceParts = 4;" in header
     assert f"X(256, kCausal)" in header and len(sm90_rows) == 11
@@ -42,12 +44,13 @@ def test_rows_are_unique_and_named():
     assert len(keys) == len(set(keys))
     for k in kernel_table.KERNELS:
         assert k.arch in kernel_table.ARCHS and k.op in kernel_table.OPS
-        assert k.variant == "all" if k.arch == "sm80" else k.variant in kernel_table.SM90_VARIANTS
+        assert k.variant == "all" if k.arch == "sm80" or k.op == "bwd" else k.variant in kernel_table.SM90_VARIANTS
         assert k.why and k.decision.startswith("d-")
-    # Every SM90 head dim has both causal flags; every head dim has both archs.
+    # Every SM90 head dim has both causal flags; every head dim has both archs and an SM80 backward.
     for d in kernel_table.head_dims():
         assert {k.variant for k in kernel_table.kernels("fwd", "sm90") if k.head_dim == d} >= {"noncausal", "causal"}
-        assert kernel_table.find("fwd", "sm80", d, "all")
+        assert kernel_table.find("fwd", "sm80", d, "all") and kernel_table.find("bwd", "sm80", d, "all")
+    assert kernel_table.head_dims("bwd") == kernel_table.head_dims("fwd")
 
 
 def test_decision_anchors_exist_in_the_notes():
@@ -62,12 +65,13 @@ def test_build_compiles_one_file_per_op_arch_dtype_head_dim():
     assert names[0] == "flash_api.cpp"
     assert len(names) - 1 == len({(k.op, k.arch, k.head_dim) for k in kernel_table.KERNELS}) * 2
     assert "fwd_sm90_bf16_hdim192.cu" in names and "fwd_sm80_fp16_hdim64.cu" in names
+    assert "bwd_sm80_bf16_hdim256.cu" in names
     assert _build.ALL_HEAD_DIMS == (64, 96, 128, 192, 256)
 
 
 def test_kernel_configs_read_the_table():
-    assert len(kernel_configs.shipped_configs()) == len(kernel_table.KERNELS) * len(kernel_table.DTYPES)
-    for k in kernel_table.KERNELS:
+    assert len(kernel_configs.shipped_configs()) == len(kernel_table.kernels("fwd")) * len(kernel_table.DTYPES)
+    for k in kernel_table.kernels("fwd"):
         if k.arch == "sm80":
             cfg = kernel_configs.get_config("sm80", "bf16", k.head_dim)
             assert (cfg.block_m, cfg.block_n, cfg.n_warps) == (k.tile.block_m, k.tile.block_n, k.tile.warps)

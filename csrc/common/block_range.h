@@ -1,4 +1,5 @@
-// Which K/V blocks a Q block visits, and which of them need masking (shared by every kernel).
+// Which K/V blocks a Q block visits (forward), which Q blocks a K/V block visits (backward), and which of them
+// need masking; shared by every kernel.
 #pragma once
 
 #include "seqlen.h"
@@ -24,6 +25,29 @@ __host__ __device__ inline KVBlockRange kv_block_range(SeqInfo const& seq, int m
     n_block_unmasked = min(n_block_unmasked, all_visible_end <= 0 ? 0 : all_visible_end / kBlockN);
   }
   return {n_block_max, min(n_block_unmasked, n_block_max)};
+}
+
+struct QBlockRange {
+  int m_block_min;         // visit blocks [m_block_min, m_block_max); empty when m_block_min >= m_block_max
+  int m_block_max;
+  int m_block_masked_end;  // blocks below it cross the causal diagonal (a ragged K/V block masks every block)
+};
+
+// The Q blocks whose rows see some key of K/V block n_block. With causal, the set of K/V blocks visiting a Q
+// block is always a prefix [0, n) of them: the backward's deterministic mode orders their dQ additions by it.
+template <int kBlockM, int kBlockN, bool kCausal>
+__host__ __device__ inline QBlockRange q_block_range(SeqInfo const& seq, int n_block) {
+  int const m_block_max = (seq.seqlen_q() + kBlockM - 1) / kBlockM;
+  int m_block_min = 0, m_block_masked_end = 0;
+  if constexpr (kCausal) {
+    // Row i sees key j iff j <= i + causal_offset: the block's first key from row first_row on, all of its
+    // keys from row all_row on.
+    int const first_row = n_block * kBlockN - seq.causal_offset();
+    int const all_row = (n_block + 1) * kBlockN - 1 - seq.causal_offset();
+    m_block_min = first_row <= 0 ? 0 : first_row / kBlockM;
+    m_block_masked_end = all_row <= 0 ? 0 : (all_row + kBlockM - 1) / kBlockM;
+  }
+  return {m_block_min, m_block_max, min(max(m_block_masked_end, m_block_min), m_block_max)};
 }
 
 }  // namespace flashcute

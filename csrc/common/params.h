@@ -45,4 +45,35 @@ struct AttnParams {
 // The forward writes O and the LSE of the base; it adds nothing of its own yet.
 struct FwdParams : AttnParams {};
 
+// The backward reads Q, K, V, O and the LSE of the base (O and the LSE as the forward wrote them) and dO, and
+// writes dQ, dK, dV. dQ sums over K/V blocks that different CTAs own, so it accumulates in float32 first; so do
+// dK and dV where several query heads share a key/value head (GQA/MQA).
+struct BwdParams : AttnParams {
+  const void* __restrict__ do_ptr;  // (batch, seqlen_q, heads_q, head_dim), like Q
+  void* __restrict__ dq_ptr;
+  void* __restrict__ dk_ptr;
+  void* __restrict__ dv_ptr;
+  int64_t do_batch_stride, do_row_stride, do_head_stride;
+  int64_t dq_batch_stride, dq_row_stride, dq_head_stride;
+  int64_t dk_batch_stride, dk_row_stride, dk_head_stride;
+  int64_t dv_batch_stride, dv_row_stride, dv_head_stride;
+
+  // float32 workspaces, (batch, heads, seqlen, head_dim) contiguous. dq_accum is zeroed by the preprocess;
+  // dk_accum / dv_accum (heads_kv heads) are null without GQA (dK and dV go straight to dk_ptr / dv_ptr), else
+  // zeroed by the caller.
+  float* __restrict__ dq_accum_ptr;
+  float* __restrict__ dk_accum_ptr;
+  float* __restrict__ dv_accum_ptr;
+  float* __restrict__ dsoftmax_sum_ptr;  // D = rowsum(dO * O): (batch, heads_q, seqlen_q), written by the preprocess
+
+  // Deterministic mode: the float32 additions into dq_accum (and dk_accum / dv_accum) happen in a fixed order,
+  // each CTA waiting its turn on a counter per (batch, head, row block of kBwdSemaphoreRows rows), zeroed by the
+  // caller. Null otherwise (atomics in any order).
+  int* __restrict__ dq_semaphore;   // (batch, heads_q, ceil(seqlen_q / kBwdSemaphoreRows))
+  int* __restrict__ dkv_semaphore;  // (batch, heads_kv, ceil(seqlen_k / kBwdSemaphoreRows)), GQA only
+};
+
+// The semaphores are sized for row blocks of this many rows; the kernels' blocks are at least as tall.
+constexpr int kBwdSemaphoreRows = 64;
+
 }  // namespace flashcute

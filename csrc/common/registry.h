@@ -13,7 +13,7 @@
 
 namespace flashcute {
 
-enum class Op { kFwd };
+enum class Op { kFwd, kBwd };
 enum class Arch { kSm80 = 80, kSm90 = 90 };
 enum class DType { kFloat16, kBFloat16 };
 
@@ -36,6 +36,7 @@ struct Kernel {
 
 // Defined in flash_api.cpp, one overload per op's params.
 bool register_kernel(Kernel<FwdParams> const& kernel);
+bool register_kernel(Kernel<BwdParams> const& kernel);
 
 }  // namespace flashcute
 

@@ -23,14 +23,21 @@ struct SeqInfo {
   __host__ __device__ int seqlen_k() const { return params.seqlen_k; }
   // Key j is visible to query i iff j <= i + causal_offset() (causal only).
   __host__ __device__ int causal_offset() const { return params.causal_offset; }
-  // Elements to this batch's row 0 (head 0) of each tensor.
-  __host__ __device__ int64_t q_offset() const { return batch * params.q_batch_stride; }
-  __host__ __device__ int64_t k_offset() const { return batch * params.k_batch_stride; }
-  __host__ __device__ int64_t v_offset() const { return batch * params.v_batch_stride; }
-  __host__ __device__ int64_t o_offset() const { return batch * params.o_batch_stride; }
-  // The LSE is (batch, heads_q, seqlen_q): this batch's (head 0, row 0), and the stride between heads.
+  // Elements to this batch's row 0 (head 0) of a tensor with Q's rows (Q, O, dO, dQ) or K's rows (K, V, dK, dV).
+  __host__ __device__ int64_t q_rows_offset(int64_t batch_stride) const { return batch * batch_stride; }
+  __host__ __device__ int64_t k_rows_offset(int64_t batch_stride) const { return batch * batch_stride; }
+  __host__ __device__ int64_t q_offset() const { return q_rows_offset(params.q_batch_stride); }
+  __host__ __device__ int64_t k_offset() const { return k_rows_offset(params.k_batch_stride); }
+  __host__ __device__ int64_t v_offset() const { return k_rows_offset(params.v_batch_stride); }
+  __host__ __device__ int64_t o_offset() const { return q_rows_offset(params.o_batch_stride); }
+  // The LSE is (batch, heads_q, seqlen_q): this batch's (head 0, row 0), and the stride between heads. The
+  // backward's per-row float32 workspaces (D; dQ's accumulator, head_dim floats per row) are laid out alike.
   __host__ __device__ int64_t lse_offset() const { return int64_t(batch) * params.heads_q * params.seqlen_q; }
   __host__ __device__ int64_t lse_head_stride() const { return params.seqlen_q; }
+  // The same for the per-key-row workspaces of the backward with GQA (dK, dV accumulators): (batch, heads_kv,
+  // seqlen_k) rows.
+  __host__ __device__ int64_t kv_rows_offset() const { return int64_t(batch) * params.heads_kv * params.seqlen_k; }
+  __host__ __device__ int64_t kv_rows_head_stride() const { return params.seqlen_k; }
 };
 
 }  // namespace flashcute

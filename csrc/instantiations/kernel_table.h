@@ -3,7 +3,7 @@
 
 namespace flashcute {
 
-// The kernel_table rows of a head dim: SM80 has one tile for both causal flags ("all").
+// The kernel_table rows of a head dim: SM80 (and every backward) has one tile for both causal flags ("all").
 enum class FwdVariant { kAll, kNonCausal, kCausal, kNonCausalLongK };
 
 constexpr int kLongSeqlenKMin = 4096;  // noncausal-longk from here
@@ -12,6 +12,11 @@ namespace sm80 {
 
 template <int kHeadDim>
 struct FwdTile {
+  static constexpr bool kShipped = false;
+};
+
+template <int kHeadDim>
+struct BwdTile {
   static constexpr bool kShipped = false;
 };
 
@@ -53,6 +58,46 @@ struct FwdTile<256> {
   static constexpr bool kShipped = true;
   static constexpr int kBlockM = 64, kBlockN = 64, kNWarps = 4;
   static constexpr int kSoftmaxPartsNonCausal = 4, kSoftmaxPartsCausal = 4;
+};
+
+// FlashAttention-2's tile (benchmarks/notes.md#d-sm80-bwd-fa2-tiles)
+template <>
+struct BwdTile<64> {
+  static constexpr bool kShipped = true;
+  static constexpr int kBlockM = 128, kBlockN = 128, kNWarps = 8;
+  static constexpr int kAtomLayoutMSdP = 2, kAtomLayoutNdKV = 4, kAtomLayoutMdQ = 4;
+};
+
+// FlashAttention-2's tile (benchmarks/notes.md#d-sm80-bwd-fa2-tiles)
+template <>
+struct BwdTile<96> {
+  static constexpr bool kShipped = true;
+  static constexpr int kBlockM = 64, kBlockN = 128, kNWarps = 8;
+  static constexpr int kAtomLayoutMSdP = 2, kAtomLayoutNdKV = 4, kAtomLayoutMdQ = 4;
+};
+
+// FlashAttention-2's tile (benchmarks/notes.md#d-sm80-bwd-fa2-tiles)
+template <>
+struct BwdTile<128> {
+  static constexpr bool kShipped = true;
+  static constexpr int kBlockM = 64, kBlockN = 128, kNWarps = 8;
+  static constexpr int kAtomLayoutMSdP = 2, kAtomLayoutNdKV = 4, kAtomLayoutMdQ = 2;
+};
+
+// FlashAttention-2's tile (benchmarks/notes.md#d-sm80-bwd-fa2-tiles)
+template <>
+struct BwdTile<192> {
+  static constexpr bool kShipped = true;
+  static constexpr int kBlockM = 64, kBlockN = 64, kNWarps = 8;
+  static constexpr int kAtomLayoutMSdP = 4, kAtomLayoutNdKV = 2, kAtomLayoutMdQ = 2;
+};
+
+// FlashAttention-2's tile (benchmarks/notes.md#d-sm80-bwd-fa2-tiles)
+template <>
+struct BwdTile<256> {
+  static constexpr bool kShipped = true;
+  static constexpr int kBlockM = 64, kBlockN = 64, kNWarps = 8;
+  static constexpr int kAtomLayoutMSdP = 4, kAtomLayoutNdKV = 2, kAtomLayoutMdQ = 2;
 };
 
 }  // namespace sm80

@@ -1,6 +1,6 @@
 // SM80 epilogue: O (already normalised, float) -> 16-bit -> staged in shared memory (Q's buffer) -> 128-bit
 // coalesced stores, predicated on the ragged last rows and on head dims below the instantiated one;
-// LSE written by the first thread of each quad.
+// LSE written by the first thread of each quad. The store path is shared with the backward's dK/dV.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -10,6 +10,48 @@
 namespace flashcute::sm80 {
 
 using namespace cute;
+
+// Stores this thread's copy vectors of a tile (partitioned by tiled_copy) whose rows are < row_end and columns
+// < head_dim. tOcO: the identity tensor partitioned like the destination.
+template <class TiledCopy, class TensorR, class TensorG, class TensorC>
+__device__ inline void store_predicated(TiledCopy const& tiled_copy, TensorR const& tOrO, TensorG& tOgO,
+                                        TensorC const& tOcO, int row_end, int head_dim) {
+  CUTE_UNROLL
+  for (int m = 0; m < size<1>(tOrO); ++m) {
+    if (get<0>(tOcO(0, m, 0)) < row_end) {
+      CUTE_UNROLL
+      for (int k = 0; k < size<2>(tOrO); ++k) {
+        if (get<1>(tOcO(0, m, k)) < head_dim) { copy(tiled_copy, tOrO(_, m, k), tOgO(_, m, k)); }
+      }
+    }
+  }
+}
+
+// A float accumulator tile (partitioned by tiled_mma) -> 16-bit -> staged in shared memory sX -> 128-bit coalesced
+// stores to gX, predicated as store_predicated. Every reader of sX must be behind a barrier all threads passed.
+template <class SmemCopyAtom, class GmemTiledCopy, class TiledMma, class TensorAcc, class TensorS, class TensorG>
+__device__ inline void store_through_smem(TiledMma const& tiled_mma, TensorAcc const& acc, TensorS& sX, TensorG& gX,
+                                          int row_end, int head_dim, int tidx) {
+  // registers -> smem
+  Tensor rX = convert_type<typename TensorS::value_type>(acc);
+  auto smem_tiled_copy = make_tiled_copy_C(SmemCopyAtom{}, tiled_mma);
+  auto smem_thr_copy = smem_tiled_copy.get_thread_slice(tidx);
+  Tensor taccXrX = smem_thr_copy.retile_S(rX);
+  Tensor taccXsX = smem_thr_copy.partition_D(sX);
+  CUTE_STATIC_ASSERT_V(size(taccXrX) == size(taccXsX));  // every accumulator element has its smem slot
+  copy(smem_tiled_copy, taccXrX, taccXsX);
+  __syncthreads();
+
+  // smem -> registers -> gmem, 16 bytes per thread per access.
+  GmemTiledCopy gmem_tiled_copy;
+  auto gmem_thr_copy = gmem_tiled_copy.get_thread_slice(tidx);
+  Tensor tXsX = gmem_thr_copy.partition_S(sX);
+  Tensor tXgX = gmem_thr_copy.partition_D(gX);
+  Tensor tXcX = gmem_thr_copy.partition_D(make_identity_tensor(shape(gX)));
+  Tensor tXrX = make_fragment_like(tXsX);
+  copy(gmem_tiled_copy, tXsX, tXrX);
+  store_predicated(gmem_tiled_copy, tXrX, tXgX, tXcX, row_end, head_dim);
+}
 
 template <class Traits>
 struct Epilogue {
@@ -25,18 +67,8 @@ struct Epilogue {
     typename Traits::TiledMma tiled_mma;
     auto thr_mma = tiled_mma.get_thread_slice(tidx);
 
-    // registers -> smem. sO aliases sQ, whose last reader (the final S gemm) every warp has passed.
-    Tensor rO = convert_type<Element>(acc_o);
-    auto smem_tiled_copy_O = make_tiled_copy_C(typename Traits::SmemCopyAtomO{}, tiled_mma);
-    auto smem_thr_copy_O = smem_tiled_copy_O.get_thread_slice(tidx);
-    Tensor taccOrO = smem_thr_copy_O.retile_S(rO);
-    Tensor taccOsO = smem_thr_copy_O.partition_D(sO);
-    CUTE_STATIC_ASSERT_V(size(taccOrO) == size(taccOsO));  // every accumulator element has its smem slot
-    copy(smem_tiled_copy_O, taccOrO, taccOsO);
-
     // LSE: the quad's first thread (column 0 of the row) owns each row's value.
-    Tensor cO = make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{});
-    Tensor taccOcO = make_rowcol(thr_mma.partition_C(cO));
+    Tensor taccOcO = make_rowcol(thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{})));
     if (get<1>(taccOcO(0, 0)) == 0) {
       CUTE_UNROLL
       for (int mi = 0; mi < size(lse); ++mi) {
@@ -44,17 +76,9 @@ struct Epilogue {
         if (row < row_end) { gLSE(row) = lse(mi); }
       }
     }
-    __syncthreads();
-
-    // smem -> registers -> gmem, 16 bytes per thread per access.
-    typename Traits::GmemTiledCopyO gmem_tiled_copy_O;
-    auto gmem_thr_copy_O = gmem_tiled_copy_O.get_thread_slice(tidx);
-    Tensor tOsO = gmem_thr_copy_O.partition_S(sO);
-    Tensor tOgO = gmem_thr_copy_O.partition_D(gO);
-    Tensor tOcO = gmem_thr_copy_O.partition_D(cO);
-    Tensor tOrO = make_fragment_like(tOsO);
-    copy(gmem_tiled_copy_O, tOsO, tOrO);
-    store_predicated(gmem_tiled_copy_O, tOrO, tOgO, tOcO, row_end, head_dim);
+    // sO aliases sQ, whose last reader (the final S gemm) every warp has passed.
+    store_through_smem<typename Traits::SmemCopyAtomO, typename Traits::GmemTiledCopyO>(tiled_mma, acc_o, sO, gO,
+                                                                                         row_end, head_dim, tidx);
   }
 
   // For Q blocks where no row sees any key (causal with seqlen_q > seqlen_k): O = 0, LSE = -inf.
@@ -69,21 +93,6 @@ struct Epilogue {
     store_predicated(gmem_tiled_copy_O, tOrO, tOgO, tOcO, row_end, head_dim);
     for (int row = tidx; row < kBlockM; row += Traits::kNThreads) {
       if (row < row_end) { gLSE(row) = -INFINITY; }
-    }
-  }
-
- private:
-  template <class TiledCopy, class TensorR, class TensorG, class TensorC>
-  __device__ static void store_predicated(TiledCopy const& tiled_copy, TensorR const& tOrO, TensorG& tOgO,
-                                          TensorC const& tOcO, int row_end, int head_dim) {
-    CUTE_UNROLL
-    for (int m = 0; m < size<1>(tOrO); ++m) {
-      if (get<0>(tOcO(0, m, 0)) < row_end) {
-        CUTE_UNROLL
-        for (int k = 0; k < size<2>(tOrO); ++k) {
-          if (get<1>(tOcO(0, m, k)) < head_dim) { copy(tiled_copy, tOrO(_, m, k), tOgO(_, m, k)); }
-        }
-      }
     }
   }
 };

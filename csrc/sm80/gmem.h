@@ -1,6 +1,6 @@
 // The global tensors of one (batch, head) as the SM80 kernels address them: (seqlen, head_dim) views of Q, K, V
-// and O and the (seqlen_q) LSE row, built from the tile's SeqInfo. The one place where params and sequence
-// info become addresses.
+// and O and the (seqlen_q) LSE row, built from the tile's SeqInfo; and the backward's dO, dQ, dK, dV and its
+// float32 workspaces. The one place where params and sequence info become addresses.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -12,24 +12,55 @@ namespace flashcute::sm80 {
 
 using namespace cute;
 
+// (rows, head_dim) rows of one head, starting `offset` elements from base.
+template <class T>
+CUTE_DEVICE auto head_rows(T* base, int64_t offset, int rows, int head_dim, int64_t row_stride) {
+  return make_tensor(make_gmem_ptr(base + offset), make_shape(rows, head_dim), make_stride(row_stride, _1{}));
+}
+
 // -> (mQ, mK, mV, mO, mLSE): (seqlen_q, d), (seqlen_k, d), (seqlen_k, d), (seqlen_q, d), (seqlen_q)
 template <class Element>
 CUTE_DEVICE auto make_gmem_tensors(AttnParams const& p, SeqInfo const& seq, int head, int head_kv) {
-  auto view = [&](auto* base, int64_t offset, int64_t head_offset, int rows, int64_t row_stride) {
-    return make_tensor(make_gmem_ptr(base + offset + head_offset), make_shape(rows, p.head_dim),
-                       make_stride(row_stride, _1{}));
-  };
-  Tensor mQ = view(static_cast<Element const*>(p.q_ptr), seq.q_offset(), head * p.q_head_stride, seq.seqlen_q(),
-                   p.q_row_stride);
-  Tensor mK = view(static_cast<Element const*>(p.k_ptr), seq.k_offset(), head_kv * p.k_head_stride, seq.seqlen_k(),
-                   p.k_row_stride);
-  Tensor mV = view(static_cast<Element const*>(p.v_ptr), seq.v_offset(), head_kv * p.v_head_stride, seq.seqlen_k(),
-                   p.v_row_stride);
-  Tensor mO = view(static_cast<Element*>(p.o_ptr), seq.o_offset(), head * p.o_head_stride, seq.seqlen_q(),
-                   p.o_row_stride);
+  Tensor mQ = head_rows(static_cast<Element const*>(p.q_ptr), seq.q_offset() + head * p.q_head_stride,
+                        seq.seqlen_q(), p.head_dim, p.q_row_stride);
+  Tensor mK = head_rows(static_cast<Element const*>(p.k_ptr), seq.k_offset() + head_kv * p.k_head_stride,
+                        seq.seqlen_k(), p.head_dim, p.k_row_stride);
+  Tensor mV = head_rows(static_cast<Element const*>(p.v_ptr), seq.v_offset() + head_kv * p.v_head_stride,
+                        seq.seqlen_k(), p.head_dim, p.v_row_stride);
+  Tensor mO = head_rows(static_cast<Element*>(p.o_ptr), seq.o_offset() + head * p.o_head_stride, seq.seqlen_q(),
+                        p.head_dim, p.o_row_stride);
   Tensor mLSE = make_tensor(make_gmem_ptr(p.lse_ptr + seq.lse_offset() + head * seq.lse_head_stride()),
                             make_shape(seq.seqlen_q()));
   return cute::make_tuple(mQ, mK, mV, mO, mLSE);
+}
+
+// The backward's gradients: -> (mdO, mdQ, mdK, mdV): (seqlen_q, d), (seqlen_q, d), (seqlen_k, d), (seqlen_k, d).
+template <class Element>
+CUTE_DEVICE auto make_grad_tensors(BwdParams const& p, SeqInfo const& seq, int head, int head_kv) {
+  Tensor mdO = head_rows(static_cast<Element const*>(p.do_ptr),
+                         seq.q_rows_offset(p.do_batch_stride) + head * p.do_head_stride, seq.seqlen_q(), p.head_dim,
+                         p.do_row_stride);
+  Tensor mdQ = head_rows(static_cast<Element*>(p.dq_ptr), seq.q_rows_offset(p.dq_batch_stride) + head * p.dq_head_stride,
+                         seq.seqlen_q(), p.head_dim, p.dq_row_stride);
+  Tensor mdK = head_rows(static_cast<Element*>(p.dk_ptr),
+                         seq.k_rows_offset(p.dk_batch_stride) + head_kv * p.dk_head_stride, seq.seqlen_k(),
+                         p.head_dim, p.dk_row_stride);
+  Tensor mdV = head_rows(static_cast<Element*>(p.dv_ptr),
+                         seq.k_rows_offset(p.dv_batch_stride) + head_kv * p.dv_head_stride, seq.seqlen_k(),
+                         p.head_dim, p.dv_row_stride);
+  return cute::make_tuple(mdO, mdQ, mdK, mdV);
+}
+
+// The backward's float32 workspaces: -> (mD, mdQaccum): (seqlen_q), (seqlen_q, d); and, with GQA (else their
+// pointers are null and they are not read), (mdKaccum, mdVaccum): (seqlen_k, d).
+CUTE_DEVICE auto make_workspace_tensors(BwdParams const& p, SeqInfo const& seq, int head, int head_kv) {
+  int64_t const q_row = seq.lse_offset() + head * seq.lse_head_stride();
+  int64_t const kv_row = seq.kv_rows_offset() + head_kv * seq.kv_rows_head_stride();
+  Tensor mD = make_tensor(make_gmem_ptr(p.dsoftmax_sum_ptr + q_row), make_shape(seq.seqlen_q()));
+  Tensor mdQaccum = head_rows(p.dq_accum_ptr, q_row * p.head_dim, seq.seqlen_q(), p.head_dim, p.head_dim);
+  Tensor mdKaccum = head_rows(p.dk_accum_ptr, kv_row * p.head_dim, seq.seqlen_k(), p.head_dim, p.head_dim);
+  Tensor mdVaccum = head_rows(p.dv_accum_ptr, kv_row * p.head_dim, seq.seqlen_k(), p.head_dim, p.head_dim);
+  return cute::make_tuple(mD, mdQaccum, mdKaccum, mdVaccum);
 }
 
 }  // namespace flashcute::sm80

@@ -1,0 +1,55 @@
+// SM80 backward epilogue: a K/V block's dK (scaled by the softmax scale) and dV. Without GQA the CTA owns those
+// rows: 16-bit, staged in K's and V's shared-memory buffers, coalesced stores. With GQA the query heads of a group
+// add into float32 accumulators (atomics; in deterministic mode in head order), converted afterwards
+// (bwd_postprocess.h).
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include "common/turnstile.h"
+#include "common/utils.h"
+#include "sm80/epilogue.h"
+
+namespace flashcute::sm80 {
+
+using namespace cute;
+
+template <class Traits>
+struct BwdEpilogue {
+  // acc_dk, acc_dv: (MMA, MMA_N, MMA_D) accumulators of TiledMmadKV; gdK, gdV: (BLK_N, D) output tiles;
+  // sK, sV: the K/V buffers, whose last readers (the final gemms) are still running.
+  template <class TensorAcc, class TensorG, class TensorS>
+  __device__ static void store(TensorAcc const& acc_dk, TensorAcc const& acc_dv, TensorG& gdK, TensorG& gdV,
+                               TensorS& sK, TensorS& sV, int row_end, int head_dim, int tidx) {
+    typename Traits::TiledMmadKV tiled_mma;
+    __syncthreads();
+    store_through_smem<typename Traits::SmemCopyAtomStore, typename Traits::GmemTiledCopy>(tiled_mma, acc_dk, sK, gdK,
+                                                                                            row_end, head_dim, tidx);
+    store_through_smem<typename Traits::SmemCopyAtomStore, typename Traits::GmemTiledCopy>(tiled_mma, acc_dv, sV, gdV,
+                                                                                            row_end, head_dim, tidx);
+  }
+
+  // GQA: gdKaccum, gdVaccum: (BLK_N, D) float32 accumulator tiles. turnstile: null, or this K/V block's counter
+  // and the CTA's turn (its query head's index within the group).
+  template <class TensorAcc, class TensorG>
+  __device__ static void add(TensorAcc const& acc_dk, TensorAcc const& acc_dv, TensorG& gdKaccum, TensorG& gdVaccum,
+                             int row_end, int head_dim, int* turnstile, int turn, int tidx) {
+    typename Traits::TiledMmadKV tiled_mma;
+    auto thr_mma = tiled_mma.get_thread_slice(tidx);
+    Tensor tdKVcdKV = thr_mma.partition_C(make_identity_tensor(shape(gdKaccum)));  // (MMA, MMA_N, MMA_D)
+    Tensor tdKgdKaccum = thr_mma.partition_C(gdKaccum);
+    Tensor tdVgdVaccum = thr_mma.partition_C(gdVaccum);
+    CUTE_STATIC_ASSERT_V(size(acc_dk) == size(tdKgdKaccum));
+    if (turnstile != nullptr) { turnstile_wait(turnstile, turn); }
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc_dk); ++i) {
+      if (get<0>(tdKVcdKV(i)) < row_end && get<1>(tdKVcdKV(i)) < head_dim) {
+        atomicAdd(&tdKgdKaccum(i), acc_dk(i));
+        atomicAdd(&tdVgdVaccum(i), acc_dv(i));
+      }
+    }
+    if (turnstile != nullptr) { turnstile_pass(turnstile); }
+  }
+};
+
+}  // namespace flashcute::sm80

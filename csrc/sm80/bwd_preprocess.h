@@ -1,0 +1,87 @@
+// SM80 backward preprocess, one CTA per (Q block, head, batch): D = rowsum(dO * O) per query row (the softmax
+// backward's correction, dS = P * (dP - D)), and zeroes the block's rows of dQ's float32 accumulator.
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include "common/params.h"
+#include "common/seqlen.h"
+#include "common/utils.h"
+#include "sm80/gmem.h"
+
+namespace flashcute::sm80 {
+
+using namespace cute;
+
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kNThreads) bwd_preprocess_kernel(__grid_constant__ BwdParams const params) {
+  using Element = typename Traits::Element;
+  constexpr int kBlockM = Traits::kBlockM;
+  using TileShape = Shape<Int<kBlockM>, Int<Traits::kHeadDim>>;
+  int const m_block = blockIdx.x;
+  int const bidh = blockIdx.y;
+  int const bidb = blockIdx.z;
+  int const tidx = threadIdx.x;
+  SeqInfo const seq(params, bidb);
+  int const row_end = seq.seqlen_q() - m_block * kBlockM;  // valid rows of this block
+
+  auto [mQ, mK, mV, mO, mLSE] = make_gmem_tensors<Element>(params, seq, bidh, 0);
+  auto [mdO, mdQ, mdK, mdV] = make_grad_tensors<Element>(params, seq, bidh, 0);
+  auto [mD, mdQaccum, mdKaccum, mdVaccum] = make_workspace_tensors(params, seq, bidh, 0);
+  Tensor gO = local_tile(mO, TileShape{}, make_coord(m_block, 0));               // (BLK_M, D)
+  Tensor gdO = local_tile(mdO, TileShape{}, make_coord(m_block, 0));             // (BLK_M, D)
+  Tensor gD = local_tile(mD, Shape<Int<kBlockM>>{}, make_coord(m_block));        // (BLK_M)
+  Tensor gdQaccum = local_tile(mdQaccum, TileShape{}, make_coord(m_block, 0));   // (BLK_M, D) float
+
+  // dO and O -> registers (zero outside the tile's rows and the head dim).
+  typename Traits::GmemTiledCopy gmem_tiled_copy;
+  auto gmem_thr_copy = gmem_tiled_copy.get_thread_slice(tidx);
+  Tensor tOgO = gmem_thr_copy.partition_S(gO);    // (CPY, CPY_M, CPY_D)
+  Tensor tOgdO = gmem_thr_copy.partition_S(gdO);  // (CPY, CPY_M, CPY_D)
+  Tensor tOcO = gmem_thr_copy.partition_S(make_identity_tensor(TileShape{}));
+  Tensor tOrO = make_fragment_like(tOgO);
+  Tensor tOrdO = make_fragment_like(tOgdO);
+  clear(tOrO);
+  clear(tOrdO);
+  CUTE_UNROLL
+  for (int m = 0; m < size<1>(tOgO); ++m) {
+    CUTE_UNROLL
+    for (int k = 0; k < size<2>(tOgO); ++k) {
+      if (get<0>(tOcO(0, m, k)) < row_end && get<1>(tOcO(0, m, k)) < params.head_dim) {
+        copy(gmem_tiled_copy, tOgO(_, m, k), tOrO(_, m, k));
+        copy(gmem_tiled_copy, tOgdO(_, m, k), tOrdO(_, m, k));
+      }
+    }
+  }
+
+  // D: each row's products summed in this thread, then across the kGmemThreadsPerRow neighbouring lanes that
+  // share the row.
+  Tensor o = convert_type<float>(tOrO);
+  Tensor dout = convert_type<float>(tOrdO);
+  CUTE_UNROLL
+  for (int m = 0; m < size<1>(o); ++m) {
+    float sum = 0.f;
+    CUTE_UNROLL
+    for (int k = 0; k < size<2>(o); ++k) {
+      CUTE_UNROLL
+      for (int v = 0; v < size<0>(o); ++v) { sum += o(v, m, k) * dout(v, m, k); }
+    }
+    CUTE_UNROLL
+    for (int lanes = Traits::kGmemThreadsPerRow / 2; lanes > 0; lanes /= 2) {
+      sum += __shfl_xor_sync(0xffffffff, sum, lanes);
+    }
+    int const row = get<0>(tOcO(0, m, 0));
+    if (get<1>(tOcO(0, m, 0)) == 0 && row < row_end) { gD(row) = sum; }
+  }
+
+  // Zero this block's rows of the dQ accumulator.
+  typename Traits::GmemTiledCopyAccum accum_tiled_copy;
+  auto accum_thr_copy = accum_tiled_copy.get_thread_slice(tidx);
+  Tensor tAgA = accum_thr_copy.partition_D(gdQaccum);  // (CPY, CPY_M, CPY_D)
+  Tensor tAcA = accum_thr_copy.partition_D(make_identity_tensor(TileShape{}));
+  Tensor zeros = make_fragment_like(tAgA);
+  clear(zeros);
+  store_predicated(accum_tiled_copy, zeros, tAgA, tAcA, row_end, params.head_dim);
+}
+
+}  // namespace flashcute::sm80
