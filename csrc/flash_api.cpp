@@ -313,15 +313,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> bwd(at::Tensor const& dout, at::T
 
   // float32 workspaces (common/params.h BwdParams), freed when this call returns (stream-ordered allocator).
   auto const f32 = q.options().dtype(at::kFloat);
-  at::Tensor dq_accum = at::empty({s.batch, s.heads_q, s.seqlen_q, s.head_dim}, f32);
+  auto const accum_rows = [](int64_t rows) { return (rows + kBwdAccumRowAlign - 1) / kBwdAccumRowAlign * kBwdAccumRowAlign; };
+  int64_t const kernel_head_dim = kernel.key.head_dim;
+  at::Tensor dq_accum = at::empty({s.batch, s.heads_q, accum_rows(s.seqlen_q) * kernel_head_dim}, f32);
   at::Tensor dsoftmax_sum = at::empty({s.batch, s.heads_q, s.seqlen_q}, f32);
   params.dq_accum_ptr = dq_accum.data_ptr<float>();
   params.dsoftmax_sum_ptr = dsoftmax_sum.data_ptr<float>();
   bool const grouped = s.heads_q != s.heads_kv;
   at::Tensor dk_accum, dv_accum, dq_semaphore, dkv_semaphore;
   if (grouped) {
-    dk_accum = at::zeros({s.batch, s.heads_kv, s.seqlen_k, s.head_dim}, f32);
-    dv_accum = at::zeros({s.batch, s.heads_kv, s.seqlen_k, s.head_dim}, f32);
+    dk_accum = at::zeros({s.batch, s.heads_kv, accum_rows(s.seqlen_k) * kernel_head_dim}, f32);
+    dv_accum = at::zeros({s.batch, s.heads_kv, accum_rows(s.seqlen_k) * kernel_head_dim}, f32);
     params.dk_accum_ptr = dk_accum.data_ptr<float>();
     params.dv_accum_ptr = dv_accum.data_ptr<float>();
   }

@@ -58,9 +58,10 @@ struct BwdParams : AttnParams {
   int64_t dk_batch_stride, dk_row_stride, dk_head_stride;
   int64_t dv_batch_stride, dv_row_stride, dv_head_stride;
 
-  // float32 workspaces, (batch, heads, seqlen, head_dim) contiguous. dq_accum is zeroed by the preprocess;
-  // dk_accum / dv_accum (heads_kv heads) are null without GQA (dK and dV go straight to dk_ptr / dv_ptr), else
-  // zeroed by the caller.
+  // float32 accumulators, zeroed before use (dq_accum by the preprocess, dk_accum / dv_accum by the caller;
+  // those two are null without GQA: dK and dV then go straight to dk_ptr / dv_ptr). Per (batch, head): seqlen
+  // rounded up to kBwdAccumRowAlign rows of the kernel's instantiated head dim, each CTA's block of rows in its
+  // gemm's register order (sm80/gmem.h accum_block). D is (batch, heads_q, seqlen_q).
   float* __restrict__ dq_accum_ptr;
   float* __restrict__ dk_accum_ptr;
   float* __restrict__ dv_accum_ptr;
@@ -75,5 +76,7 @@ struct BwdParams : AttnParams {
 
 // The semaphores are sized for row blocks of this many rows; the kernels' blocks are at least as tall.
 constexpr int kBwdSemaphoreRows = 64;
+// The accumulators' rows per (batch, head) are rounded up to a multiple of this, which every block height divides.
+constexpr int kBwdAccumRowAlign = 128;
 
 }  // namespace flashcute

@@ -31,13 +31,20 @@ struct SeqInfo {
   __host__ __device__ int64_t v_offset() const { return k_rows_offset(params.v_batch_stride); }
   __host__ __device__ int64_t o_offset() const { return q_rows_offset(params.o_batch_stride); }
   // The LSE is (batch, heads_q, seqlen_q): this batch's (head 0, row 0), and the stride between heads. The
-  // backward's per-row float32 workspaces (D; dQ's accumulator, head_dim floats per row) are laid out alike.
+  // backward's D is laid out alike.
   __host__ __device__ int64_t lse_offset() const { return int64_t(batch) * params.heads_q * params.seqlen_q; }
   __host__ __device__ int64_t lse_head_stride() const { return params.seqlen_q; }
-  // The same for the per-key-row workspaces of the backward with GQA (dK, dV accumulators): (batch, heads_kv,
-  // seqlen_k) rows.
-  __host__ __device__ int64_t kv_rows_offset() const { return int64_t(batch) * params.heads_kv * params.seqlen_k; }
-  __host__ __device__ int64_t kv_rows_head_stride() const { return params.seqlen_k; }
+  // The backward's float32 accumulators (common/params.h BwdParams): rows per head, and this batch's first row,
+  // for dQ's (heads_q) and, with GQA, dK's and dV's (heads_kv).
+  __host__ __device__ int q_accum_rows() const { return round_up_accum_rows(params.seqlen_q); }
+  __host__ __device__ int k_accum_rows() const { return round_up_accum_rows(params.seqlen_k); }
+  __host__ __device__ int64_t q_accum_offset() const { return int64_t(batch) * params.heads_q * q_accum_rows(); }
+  __host__ __device__ int64_t k_accum_offset() const { return int64_t(batch) * params.heads_kv * k_accum_rows(); }
+
+ private:
+  __host__ __device__ static int round_up_accum_rows(int rows) {
+    return (rows + kBwdAccumRowAlign - 1) / kBwdAccumRowAlign * kBwdAccumRowAlign;
+  }
 };
 
 }  // namespace flashcute

@@ -29,24 +29,18 @@ struct BwdEpilogue {
                                                                                             row_end, head_dim, tidx);
   }
 
-  // GQA: gdKaccum, gdVaccum: (BLK_N, D) float32 accumulator tiles. turnstile: null, or this K/V block's counter
-  // and the CTA's turn (its query head's index within the group).
+  // GQA: tdKgdKaccum, tdVgdVaccum: this thread's slots of the block in the float32 accumulators (sm80/gmem.h
+  // accum_block), one per accumulator register. turnstile: null, or this K/V block's counter and the CTA's turn
+  // (its query head's index within the group).
   template <class TensorAcc, class TensorG>
-  __device__ static void add(TensorAcc const& acc_dk, TensorAcc const& acc_dv, TensorG& gdKaccum, TensorG& gdVaccum,
-                             int row_end, int head_dim, int* turnstile, int turn, int tidx) {
-    typename Traits::TiledMmadKV tiled_mma;
-    auto thr_mma = tiled_mma.get_thread_slice(tidx);
-    Tensor tdKVcdKV = thr_mma.partition_C(make_identity_tensor(shape(gdKaccum)));  // (MMA, MMA_N, MMA_D)
-    Tensor tdKgdKaccum = thr_mma.partition_C(gdKaccum);
-    Tensor tdVgdVaccum = thr_mma.partition_C(gdVaccum);
+  __device__ static void add(TensorAcc const& acc_dk, TensorAcc const& acc_dv, TensorG tdKgdKaccum,
+                             TensorG tdVgdVaccum, int* turnstile, int turn) {
     CUTE_STATIC_ASSERT_V(size(acc_dk) == size(tdKgdKaccum));
     if (turnstile != nullptr) { turnstile_wait(turnstile, turn); }
     CUTE_UNROLL
     for (int i = 0; i < size(acc_dk); ++i) {
-      if (get<0>(tdKVcdKV(i)) < row_end && get<1>(tdKVcdKV(i)) < head_dim) {
-        atomicAdd(&tdKgdKaccum(i), acc_dk(i));
-        atomicAdd(&tdVgdVaccum(i), acc_dv(i));
-      }
+      atomicAdd(&tdKgdKaccum(i), acc_dk(i));
+      atomicAdd(&tdVgdVaccum(i), acc_dv(i));
     }
     if (turnstile != nullptr) { turnstile_pass(turnstile); }
   }

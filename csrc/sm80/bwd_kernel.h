@@ -39,12 +39,11 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(__grid_constant_
 
   auto [mQ, mK, mV, mO, mLSE] = make_gmem_tensors<Element>(params, seq, bidh, bidh_kv);
   auto [mdO, mdQ, mdK, mdV] = make_grad_tensors<Element>(params, seq, bidh, bidh_kv);
-  auto [mD, mdQaccum, mdKaccum, mdVaccum] = make_workspace_tensors(params, seq, bidh, bidh_kv);
+  Tensor mD = make_dsoftmax_sum_tensor(params, seq, bidh);
   Tensor gQ = local_tile(mQ, select<0, 2>(TileShape_MNK{}), make_coord(_, 0));              // (BLK_M, D, m)
   Tensor gdO = local_tile(mdO, select<0, 2>(TileShape_MNK{}), make_coord(_, 0));            // (BLK_M, D, m)
   Tensor gLSE = local_tile(mLSE, Shape<Int<Traits::kBlockM>>{}, make_coord(_));             // (BLK_M, m)
   Tensor gD = local_tile(mD, Shape<Int<Traits::kBlockM>>{}, make_coord(_));                 // (BLK_M, m)
-  Tensor gdQaccum = local_tile(mdQaccum, select<0, 2>(TileShape_MNK{}), make_coord(_, 0));  // (BLK_M, D, m)
   Tensor gK = local_tile(mK, select<1, 2>(TileShape_MNK{}), make_coord(n_block, 0));        // (BLK_N, D)
   Tensor gV = local_tile(mV, select<1, 2>(TileShape_MNK{}), make_coord(n_block, 0));        // (BLK_N, D)
 
@@ -55,7 +54,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(__grid_constant_
   Tensor acc_dv = partition_fragment_C(typename Traits::TiledMmadKV{}, select<1, 2>(TileShape_MNK{}));
   clear(acc_dk);
   clear(acc_dv);
-  Mainloop::run(gQ, gdO, gLSE, gD, gdQaccum, gK, gV, shared, acc_dk, acc_dv, params, seq, n_block, bidb, bidh, range,
+  Mainloop::run(gQ, gdO, gLSE, gD, gK, gV, shared, acc_dk, acc_dv, params, seq, n_block, bidb, bidh, range,
                 tidx);
 
   // dK = scale * dS^T.Q: the softmax scale, left out of the loop, once here.
@@ -68,13 +67,15 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(__grid_constant_
     Tensor sV = make_tensor(make_smem_ptr(shared.v), typename Traits::SmemLayoutKV{});
     BwdEpilogue<Traits>::store(acc_dk, acc_dv, gdK, gdV, sK, sV, kv_row_end, params.head_dim, tidx);
   } else {
-    Tensor gdKaccum = local_tile(mdKaccum, select<1, 2>(TileShape_MNK{}), make_coord(n_block, 0));  // (BLK_N, D)
-    Tensor gdVaccum = local_tile(mdVaccum, select<1, 2>(TileShape_MNK{}), make_coord(n_block, 0));  // (BLK_N, D)
+    int64_t const accum_rows = seq.k_accum_offset() + int64_t(bidh_kv) * seq.k_accum_rows();
+    auto thread_slots = [&](float* accum) {  // this thread's slots of the K/V block in a float32 accumulator
+      return accum_block<Traits::kBlockN, Traits::kHeadDim, Traits::kNThreads>(accum, accum_rows, n_block)(tidx, _);
+    };
     int* const turnstile = params.dkv_semaphore == nullptr ? nullptr
         : params.dkv_semaphore + (int64_t(bidb) * params.heads_kv + bidh_kv) *
                                      ((seq.seqlen_k() + kBwdSemaphoreRows - 1) / kBwdSemaphoreRows) + n_block;
-    BwdEpilogue<Traits>::add(acc_dk, acc_dv, gdKaccum, gdVaccum, kv_row_end, params.head_dim, turnstile,
-                             bidh % group, tidx);
+    BwdEpilogue<Traits>::add(acc_dk, acc_dv, thread_slots(params.dk_accum_ptr), thread_slots(params.dv_accum_ptr),
+                             turnstile, bidh % group);
   }
 }
 

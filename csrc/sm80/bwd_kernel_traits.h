@@ -86,21 +86,10 @@ struct BwdKernelTraits {
   using GmemTiledCopyQKV = decltype(make_tiled_copy(
       Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<uint128_t>, Element>{}, GmemLayoutAtom{},
       Layout<Shape<_1, Int<kGmemElemsPerLoad>>>{}));
-  // 128-bit synchronous copies: dO and O into registers (the preprocess), dK/dV out of the staging buffer.
+  // 128-bit synchronous copies: dO and O into registers (the preprocess), gradients out of a staging buffer.
   using GmemTiledCopy = decltype(make_tiled_copy(
       Copy_Atom<UniversalCopy<uint128_t>, Element>{}, GmemLayoutAtom{},
       Layout<Shape<_1, Int<kGmemElemsPerLoad>>>{}));
-  // float32 accumulators <-> 16-bit outputs (the preprocess zeroing dQ's, the conversion): 4 floats per thread
-  // and access, 8 threads per 32-column row chunk (128 contiguous bytes).
-  static constexpr int kAccumThreadsPerRow = 8;
-  static_assert(kHeadDim % (4 * kAccumThreadsPerRow) == 0);
-  using AccumLayoutAtom = Layout<Shape<Int<kNThreads / kAccumThreadsPerRow>, Int<kAccumThreadsPerRow>>,
-                                 Stride<Int<kAccumThreadsPerRow>, _1>>;
-  using GmemTiledCopyAccum = decltype(make_tiled_copy(Copy_Atom<UniversalCopy<uint128_t>, float>{},
-                                                      AccumLayoutAtom{}, Layout<Shape<_1, _4>>{}));
-  using GmemTiledCopyFromAccum = decltype(make_tiled_copy(Copy_Atom<UniversalCopy<uint64_t>, Element>{},
-                                                          AccumLayoutAtom{}, Layout<Shape<_1, _4>>{}));
-
   // Q and dO (two stages each), K, V, P, dS. dK and dV are staged in K's and V's buffers at the end.
   static constexpr int kSmemQdOElems = cosize_v<SmemLayoutQdO>;
   static constexpr int kSmemKVElems = cosize_v<SmemLayoutKV>;

@@ -14,6 +14,14 @@
 
 namespace flashcute::sm80 {
 
+template <class Traits, Grad kGrad>
+void launch_postprocess(BwdParams const& params, int row_blocks, int heads, cudaStream_t stream) {
+  constexpr int kSmemBytes = PostprocessOf<Traits, kGrad>::kSmemBytes;
+  static_assert(kSmemBytes <= 48 * 1024);
+  bwd_postprocess_kernel<Traits, kGrad>
+      <<<dim3(row_blocks, heads, params.batch), Traits::kNThreads, kSmemBytes, stream>>>(params);
+}
+
 template <class Traits, bool kCausal>
 void launch_bwd(BwdParams const& params, cudaStream_t stream) {
   constexpr int kBlockM = Traits::kBlockM, kBlockN = Traits::kBlockN, kThreads = Traits::kNThreads;
@@ -30,12 +38,10 @@ void launch_bwd(BwdParams const& params, cudaStream_t stream) {
   kernel<<<dim3(blocks(params.seqlen_k, kBlockN), params.heads_q, params.batch), kThreads, kSmemBytes, stream>>>(
       params);
 
-  bwd_postprocess_kernel<Traits, Grad::kDQ>
-      <<<dim3(blocks(params.seqlen_q, kBlockM), params.heads_q, params.batch), kThreads, 0, stream>>>(params);
+  launch_postprocess<Traits, Grad::kDQ>(params, blocks(params.seqlen_q, kBlockM), params.heads_q, stream);
   if (params.dk_accum_ptr != nullptr) {
-    dim3 const grid(blocks(params.seqlen_k, kBlockM), params.heads_kv, params.batch);
-    bwd_postprocess_kernel<Traits, Grad::kDK><<<grid, kThreads, 0, stream>>>(params);
-    bwd_postprocess_kernel<Traits, Grad::kDV><<<grid, kThreads, 0, stream>>>(params);
+    launch_postprocess<Traits, Grad::kDK>(params, blocks(params.seqlen_k, kBlockN), params.heads_kv, stream);
+    launch_postprocess<Traits, Grad::kDV>(params, blocks(params.seqlen_k, kBlockN), params.heads_kv, stream);
   }
 }
 

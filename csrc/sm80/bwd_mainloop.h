@@ -16,6 +16,7 @@
 #include "common/turnstile.h"
 #include "common/utils.h"
 #include "sm80/gemm.h"
+#include "sm80/gmem.h"
 
 namespace flashcute::sm80 {
 
@@ -47,12 +48,12 @@ struct BwdMainloop {
           dS(p + Traits::kSmemPdSElems) {}
   };
 
-  // gQ, gdO: (BLK_M, D, m) Q/dO blocks; gLSE, gD: (BLK_M, m) their LSE and D rows; gdQaccum: (BLK_M, D, m)
-  // dQ's float32 accumulator; gK, gV: (BLK_N, D) this CTA's K/V block. Accumulates dK (unscaled) and dV of the
-  // block into acc_dk, acc_dv (MMA, MMA_N, MMA_D) and adds each Q block's dQ (unscaled) into gdQaccum.
-  template <class TensorGQ, class TensorGRow, class TensorGAccum, class TensorGKV, class TensorAcc>
+  // gQ, gdO: (BLK_M, D, m) Q/dO blocks; gLSE, gD: (BLK_M, m) their LSE and D rows; gK, gV: (BLK_N, D) this
+  // CTA's K/V block. Accumulates dK (unscaled) and dV of the block into acc_dk, acc_dv (MMA, MMA_N, MMA_D) and
+  // adds each Q block's dQ (unscaled) into this head's float32 dQ accumulator.
+  template <class TensorGQ, class TensorGRow, class TensorGKV, class TensorAcc>
   __device__ __forceinline__ static void run(TensorGQ const& gQ, TensorGQ const& gdO, TensorGRow const& gLSE,
-                                             TensorGRow const& gD, TensorGAccum& gdQaccum, TensorGKV const& gK,
+                                             TensorGRow const& gD, TensorGKV const& gK,
                                              TensorGKV const& gV, SharedStorage const& smem, TensorAcc& acc_dk,
                                              TensorAcc& acc_dv, BwdParams const& params, SeqInfo const& seq,
                                              int n_block, int bidb, int bidh, QBlockRange const& range, int tidx) {
@@ -131,8 +132,7 @@ struct BwdMainloop {
     auto smem_thr_copy_Kt = smem_tiled_copy_Kt.get_thread_slice(tidx);
     Tensor tdQsdS = smem_thr_copy_dS.partition_S(sdS);
     Tensor tdQsKt = smem_thr_copy_Kt.partition_S(sKt);
-    // Each dQ accumulator element's (row, col) in the block, and its float32 slot in global memory.
-    Tensor tdQcdQ = thr_mma_dq.partition_C(make_identity_tensor(select<0, 2>(TileShape_MNK{})));
+    int64_t const dq_accum_rows = seq.q_accum_offset() + int64_t(bidh) * seq.q_accum_rows();
 
     // (row, col) inside the S block of each score this thread holds: masking, and the LSE / D of its rows.
     Tensor tScS = make_rowcol(thr_mma_sdp.partition_C(make_identity_tensor(select<0, 1>(TileShape_MNK{}))));
@@ -226,14 +226,14 @@ struct BwdMainloop {
       clear(acc_dq);
       gemm_ss(acc_dq, tdQrdS, tdQrKt, tdQsdS, tdQsKt, tiled_mma_dq, smem_tiled_copy_dS, smem_tiled_copy_Kt,
               smem_thr_copy_dS, smem_thr_copy_Kt);
-      Tensor tdQgdQ = thr_mma_dq.partition_C(gdQaccum(_, _, m_block));  // (MMA, MMA_M, MMA_D)
-      CUTE_STATIC_ASSERT_V(size(acc_dq) == size(tdQgdQ));
+      // This thread's slots of the block in the accumulator; padding rows and columns add zeros.
+      Tensor tdQgdQaccum = accum_block<kBlockM, Traits::kHeadDim, Traits::kNThreads>(params.dq_accum_ptr, dq_accum_rows,
+                                                                                    m_block)(tidx, _);
+      CUTE_STATIC_ASSERT_V(size(acc_dq) == size(tdQgdQaccum));
       // Deterministic: the K/V blocks visiting a Q block are a prefix [0, n) (q_block_range), so turn n_block.
       if (dq_turnstile != nullptr) { turnstile_wait(dq_turnstile + m_block, n_block); }
       CUTE_UNROLL
-      for (int i = 0; i < size(acc_dq); ++i) {
-        if (get<0>(tdQcdQ(i)) < row_end && get<1>(tdQcdQ(i)) < params.head_dim) { atomicAdd(&tdQgdQ(i), acc_dq(i)); }
-      }
+      for (int i = 0; i < size(acc_dq); ++i) { atomicAdd(&tdQgdQaccum(i), acc_dq(i)); }
       if (dq_turnstile != nullptr) { turnstile_pass(dq_turnstile + m_block); }
 
       gemm_ss(acc_dk, tdKrdSt, tdKrQt, tdKsdSt, smem_thr_copy_QdOt.partition_S(smem_qdo_t(smem.q, stage)),

@@ -1,6 +1,7 @@
-// SM80 backward postprocess, one CTA per (row block, head, batch): a float32 accumulator -> the gradient in
-// 16-bit. dQ always (its accumulator gathers every K/V block's share, scaled by the softmax scale here); dK and
-// dV with GQA (their shares arrive scaled).
+// SM80 backward postprocess, one CTA per (row block, head, batch): a block of a float32 accumulator (in the
+// register order of the gemm that produced it, sm80/gmem.h accum_block) -> the gradient in 16-bit, staged in
+// shared memory for coalesced stores. dQ always (its accumulator gathers every K/V block's share, scaled by the
+// softmax scale here); dK and dV with GQA (their shares arrive scaled).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -17,54 +18,49 @@ using namespace cute;
 
 enum class Grad { kDQ, kDK, kDV };
 
+// The gemm, block height and shared-memory layout a gradient's accumulator blocks were written with.
+template <class Traits, Grad kGrad>
+struct PostprocessOf {
+  static constexpr bool kIsDQ = kGrad == Grad::kDQ;
+  using TiledMma = cute::conditional_t<kIsDQ, typename Traits::TiledMmadQ, typename Traits::TiledMmadKV>;
+  static constexpr int kBlockRows = kIsDQ ? Traits::kBlockM : Traits::kBlockN;
+  using SmemLayout = cute::conditional_t<kIsDQ, typename Traits::SmemLayoutQdO, typename Traits::SmemLayoutKV>;
+  static constexpr int kSmemBytes = cosize_v<SmemLayout> * sizeof(typename Traits::Element);
+};
+
 template <class Traits, Grad kGrad>
 __global__ void __launch_bounds__(Traits::kNThreads) bwd_postprocess_kernel(__grid_constant__ BwdParams const params) {
   using Element = typename Traits::Element;
-  constexpr int kBlockM = Traits::kBlockM;
-  using TileShape = Shape<Int<kBlockM>, Int<Traits::kHeadDim>>;
-  int const m_block = blockIdx.x;
+  using Of = PostprocessOf<Traits, kGrad>;
+  constexpr int kBlockRows = Of::kBlockRows;
+  extern __shared__ __align__(128) char smem[];
+  int const block = blockIdx.x;
   int const bidh = blockIdx.y;  // a query head for dQ, a key/value head for dK and dV
   int const bidb = blockIdx.z;
   int const tidx = threadIdx.x;
   SeqInfo const seq(params, bidb);
 
-  // (accumulator, gradient, rows, scale) of kGrad: (rows, d) float32 and 16-bit views.
-  auto const grads = make_grad_tensors<Element>(params, seq, bidh, bidh);  // (mdO, mdQ, mdK, mdV)
-  auto const workspaces = make_workspace_tensors(params, seq, bidh, bidh);  // (mD, mdQaccum, mdKaccum, mdVaccum)
-  auto const [mAccum, mOut, rows, scale] = [&] {
-    if constexpr (kGrad == Grad::kDQ) {
-      return cute::make_tuple(get<1>(workspaces), get<1>(grads), seq.seqlen_q(), params.softmax_scale);
-    } else if constexpr (kGrad == Grad::kDK) {
-      return cute::make_tuple(get<2>(workspaces), get<2>(grads), seq.seqlen_k(), 1.f);
-    } else {
-      return cute::make_tuple(get<3>(workspaces), get<3>(grads), seq.seqlen_k(), 1.f);
-    }
-  }();
-  int const row_end = rows - m_block * kBlockM;
-  Tensor gAccum = local_tile(mAccum, TileShape{}, make_coord(m_block, 0));  // (BLK_M, D) float
-  Tensor gOut = local_tile(mOut, TileShape{}, make_coord(m_block, 0));      // (BLK_M, D)
+  auto [mdO, mdQ, mdK, mdV] = make_grad_tensors<Element>(params, seq, bidh, bidh);
+  float* const accum = kGrad == Grad::kDQ ? params.dq_accum_ptr
+                       : kGrad == Grad::kDK ? params.dk_accum_ptr : params.dv_accum_ptr;
+  int64_t const accum_rows = Of::kIsDQ ? seq.q_accum_offset() + int64_t(bidh) * seq.q_accum_rows()
+                                       : seq.k_accum_offset() + int64_t(bidh) * seq.k_accum_rows();
+  auto const& mOut = kGrad == Grad::kDQ ? mdQ : kGrad == Grad::kDK ? mdK : mdV;  // (rows, d)
+  int const row_end = (Of::kIsDQ ? seq.seqlen_q() : seq.seqlen_k()) - block * kBlockRows;
+  float const scale = kGrad == Grad::kDQ ? params.softmax_scale : 1.f;
+  Tensor gOut = local_tile(mOut, Shape<Int<kBlockRows>, Int<Traits::kHeadDim>>{}, make_coord(block, 0));
 
-  // Both copies give each thread the same 4 elements of a row: 16 bytes of float in, 8 bytes of 16-bit out.
-  typename Traits::GmemTiledCopyAccum accum_tiled_copy;
-  typename Traits::GmemTiledCopyFromAccum out_tiled_copy;
-  Tensor tAgA = accum_tiled_copy.get_thread_slice(tidx).partition_S(gAccum);  // (CPY, CPY_M, CPY_D)
-  Tensor tAgOut = out_tiled_copy.get_thread_slice(tidx).partition_D(gOut);     // (CPY, CPY_M, CPY_D)
-  Tensor tAcA = accum_tiled_copy.get_thread_slice(tidx).partition_S(make_identity_tensor(TileShape{}));
-  static_assert(decltype(size(tAgA))::value == decltype(size(tAgOut))::value);
-  Tensor tArA = make_fragment_like(tAgA);
+  // The block back into the registers it came from (coalesced loads), scaled.
+  typename Of::TiledMma tiled_mma;
+  Tensor acc = partition_fragment_C(tiled_mma, Shape<Int<kBlockRows>, Int<Traits::kHeadDim>>{});  // (MMA, MMA_M, MMA_D)
+  Tensor tAgA = accum_block<kBlockRows, Traits::kHeadDim, Traits::kNThreads>(accum, accum_rows, block)(tidx, _);
+  CUTE_STATIC_ASSERT_V(size(acc) == size(tAgA));
   CUTE_UNROLL
-  for (int m = 0; m < size<1>(tAgA); ++m) {
-    CUTE_UNROLL
-    for (int k = 0; k < size<2>(tAgA); ++k) {
-      if (get<0>(tAcA(0, m, k)) < row_end && get<1>(tAcA(0, m, k)) < params.head_dim) {
-        copy(accum_tiled_copy, tAgA(_, m, k), tArA(_, m, k));
-      }
-    }
-  }
-  CUTE_UNROLL
-  for (int i = 0; i < size(tArA); ++i) { tArA(i) *= scale; }
-  Tensor tArOut = convert_type<Element>(tArA);
-  store_predicated(out_tiled_copy, tArOut, tAgOut, tAcA, row_end, params.head_dim);
+  for (int i = 0; i < size(acc); ++i) { acc(i) = tAgA(i) * scale; }
+
+  Tensor sOut = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), typename Of::SmemLayout{});
+  store_through_smem<typename Traits::SmemCopyAtomStore, typename Traits::GmemTiledCopy>(tiled_mma, acc, sOut, gOut,
+                                                                                          row_end, params.head_dim, tidx);
 }
 
 }  // namespace flashcute::sm80

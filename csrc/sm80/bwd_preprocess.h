@@ -27,11 +27,10 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_preprocess_kernel(__gri
 
   auto [mQ, mK, mV, mO, mLSE] = make_gmem_tensors<Element>(params, seq, bidh, 0);
   auto [mdO, mdQ, mdK, mdV] = make_grad_tensors<Element>(params, seq, bidh, 0);
-  auto [mD, mdQaccum, mdKaccum, mdVaccum] = make_workspace_tensors(params, seq, bidh, 0);
+  Tensor mD = make_dsoftmax_sum_tensor(params, seq, bidh);
   Tensor gO = local_tile(mO, TileShape{}, make_coord(m_block, 0));               // (BLK_M, D)
   Tensor gdO = local_tile(mdO, TileShape{}, make_coord(m_block, 0));             // (BLK_M, D)
   Tensor gD = local_tile(mD, Shape<Int<kBlockM>>{}, make_coord(m_block));        // (BLK_M)
-  Tensor gdQaccum = local_tile(mdQaccum, TileShape{}, make_coord(m_block, 0));   // (BLK_M, D) float
 
   // dO and O -> registers (zero outside the tile's rows and the head dim).
   typename Traits::GmemTiledCopy gmem_tiled_copy;
@@ -74,14 +73,11 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_preprocess_kernel(__gri
     if (get<1>(tOcO(0, m, 0)) == 0 && row < row_end) { gD(row) = sum; }
   }
 
-  // Zero this block's rows of the dQ accumulator.
-  typename Traits::GmemTiledCopyAccum accum_tiled_copy;
-  auto accum_thr_copy = accum_tiled_copy.get_thread_slice(tidx);
-  Tensor tAgA = accum_thr_copy.partition_D(gdQaccum);  // (CPY, CPY_M, CPY_D)
-  Tensor tAcA = accum_thr_copy.partition_D(make_identity_tensor(TileShape{}));
-  Tensor zeros = make_fragment_like(tAgA);
-  clear(zeros);
-  store_predicated(accum_tiled_copy, zeros, tAgA, tAcA, row_end, params.head_dim);
+  // Zero this block of the dQ accumulator.
+  Tensor tdQgdQaccum = accum_block<kBlockM, Traits::kHeadDim, Traits::kNThreads>(
+      params.dq_accum_ptr, seq.q_accum_offset() + int64_t(bidh) * seq.q_accum_rows(), m_block)(tidx, _);
+  CUTE_UNROLL
+  for (int i = 0; i < size(tdQgdQaccum); ++i) { tdQgdQaccum(i) = 0.f; }
 }
 
 }  // namespace flashcute::sm80

@@ -1,6 +1,6 @@
 // The global tensors of one (batch, head) as the SM80 kernels address them: (seqlen, head_dim) views of Q, K, V
-// and O and the (seqlen_q) LSE row, built from the tile's SeqInfo; and the backward's dO, dQ, dK, dV and its
-// float32 workspaces. The one place where params and sequence info become addresses.
+// and O and the (seqlen_q) LSE row, built from the tile's SeqInfo; and the backward's dO, dQ, dK, dV, D and
+// float32 accumulators. The one place where params and sequence info become addresses.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -51,16 +51,22 @@ CUTE_DEVICE auto make_grad_tensors(BwdParams const& p, SeqInfo const& seq, int h
   return cute::make_tuple(mdO, mdQ, mdK, mdV);
 }
 
-// The backward's float32 workspaces: -> (mD, mdQaccum): (seqlen_q), (seqlen_q, d); and, with GQA (else their
-// pointers are null and they are not read), (mdKaccum, mdVaccum): (seqlen_k, d).
-CUTE_DEVICE auto make_workspace_tensors(BwdParams const& p, SeqInfo const& seq, int head, int head_kv) {
-  int64_t const q_row = seq.lse_offset() + head * seq.lse_head_stride();
-  int64_t const kv_row = seq.kv_rows_offset() + head_kv * seq.kv_rows_head_stride();
-  Tensor mD = make_tensor(make_gmem_ptr(p.dsoftmax_sum_ptr + q_row), make_shape(seq.seqlen_q()));
-  Tensor mdQaccum = head_rows(p.dq_accum_ptr, q_row * p.head_dim, seq.seqlen_q(), p.head_dim, p.head_dim);
-  Tensor mdKaccum = head_rows(p.dk_accum_ptr, kv_row * p.head_dim, seq.seqlen_k(), p.head_dim, p.head_dim);
-  Tensor mdVaccum = head_rows(p.dv_accum_ptr, kv_row * p.head_dim, seq.seqlen_k(), p.head_dim, p.head_dim);
-  return cute::make_tuple(mD, mdQaccum, mdKaccum, mdVaccum);
+// The backward's D = rowsum(dO * O) of one (batch, query head): (seqlen_q).
+CUTE_DEVICE auto make_dsoftmax_sum_tensor(BwdParams const& p, SeqInfo const& seq, int head) {
+  return make_tensor(make_gmem_ptr(p.dsoftmax_sum_ptr + seq.lse_offset() + head * seq.lse_head_stride()),
+                     make_shape(seq.seqlen_q()));
+}
+
+// A block of a float32 accumulator (common/params.h BwdParams): kBlockRows x kHeadDim floats in a TiledMma's
+// register order, element i of thread t at i * kThreads + t, so that each atomic (or load, or store)
+// instruction of a warp covers 128 contiguous bytes. head_rows: the (batch, head)'s first row (SeqInfo's
+// q_accum_offset() + head * q_accum_rows(), or the k_ ones). -> (kThreads, elements per thread)
+template <int kBlockRows, int kHeadDim, int kThreads>
+CUTE_DEVICE auto accum_block(float* base, int64_t head_rows, int block) {
+  static_assert((kBlockRows * kHeadDim) % kThreads == 0 && kBwdAccumRowAlign % kBlockRows == 0);
+  constexpr int kElems = kBlockRows * kHeadDim / kThreads;
+  return make_tensor(make_gmem_ptr(base + (head_rows + int64_t(block) * kBlockRows) * kHeadDim),
+                     Layout<Shape<Int<kThreads>, Int<kElems>>, Stride<_1, Int<kThreads>>>{});
 }
 
 }  // namespace flashcute::sm80
