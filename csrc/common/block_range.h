@@ -47,7 +47,8 @@ __host__ __device__ inline QBlockRange q_block_range(SeqInfo const& seq, int n_b
     m_block_min = first_row <= 0 ? 0 : first_row / kBlockM;
     m_block_masked_end = all_row <= 0 ? 0 : (all_row + kBlockM - 1) / kBlockM;
   }
-  return {m_block_min, m_block_max, min(max(m_block_masked_end, m_block_min), m_block_max)};
+  m_block_masked_end = m_block_masked_end < m_block_min ? m_block_min : m_block_masked_end;
+  return {m_block_min, m_block_max, min(m_block_masked_end, m_block_max)};
 }
 
 }  // namespace flashcute
