@@ -5,6 +5,9 @@ Each op has a Python kernel under CompositeExplicitAutograd, which serves every 
 own: on CUDA tensors it loads the library, whose TORCH_LIBRARY_IMPL registers the C++ kernel for CUDA (a direct
 registration, which from then on takes precedence), and hands the call to it; on any other device it raises
 the error a CUDA-only op should.
+
+fwd's autograd formula calls bwd. fwd takes `deterministic` only to hand it to bwd: the forward kernels are
+deterministic anyway.
 """
 
 import torch
@@ -13,11 +16,17 @@ from flashcute import _build
 
 FWD_SCHEMA = (
     "fwd(Tensor q, Tensor k, Tensor v, float? softmax_scale=None, bool causal=False, bool causal_top_left=False, "
-    'str backend="auto") -> (Tensor out, Tensor lse)'
+    'str backend="auto", bool deterministic=False) -> (Tensor out, Tensor lse)'
+)
+BWD_SCHEMA = (
+    "bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, float? softmax_scale=None, "
+    'bool causal=False, bool causal_top_left=False, bool deterministic=False, str backend="auto") '
+    "-> (Tensor dq, Tensor dk, Tensor dv)"
 )
 
 _lib = torch.library.Library("flashcute", "DEF")
 _lib.define(FWD_SCHEMA)
+_lib.define(BWD_SCHEMA)
 
 _CUDA = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
 
@@ -29,29 +38,98 @@ def _require_cuda(op, **tensors):
 
 
 @torch.library.impl(_lib, "fwd", "CompositeExplicitAutograd")
-def _fwd_load_and_call(q, k, v, softmax_scale=None, causal=False, causal_top_left=False, backend="auto"):
+def _fwd_load_and_call(q, k, v, softmax_scale=None, causal=False, causal_top_left=False, backend="auto",
+                       deterministic=False):
     _require_cuda("fwd", q=q, k=k, v=v)
     _build.load_library()
-    return torch.ops.flashcute.fwd.default.redispatch(_CUDA, q, k, v, softmax_scale, causal, causal_top_left, backend)
+    return torch.ops.flashcute.fwd.default.redispatch(
+        _CUDA, q, k, v, softmax_scale, causal, causal_top_left, backend, deterministic
+    )
 
 
 @torch.library.register_fake("flashcute::fwd")
-def _fwd_fake(q, k, v, softmax_scale=None, causal=False, causal_top_left=False, backend="auto"):
+def _fwd_fake(q, k, v, softmax_scale=None, causal=False, causal_top_left=False, backend="auto", deterministic=False):
     batch, seqlen_q, heads_q, head_dim = q.shape
     out = q.new_empty((batch, seqlen_q, heads_q, head_dim))
     lse = q.new_empty((batch, heads_q, seqlen_q), dtype=torch.float32)
     return out, lse
 
 
-def _setup_context(ctx, inputs, output):
-    pass
-
-
-def _backward(ctx, grad_out, grad_lse):
-    raise NotImplementedError(
-        "flashcute.fwd has no backward pass yet: flashcute is forward-only (inference). "
-        "Use torch.nn.functional.scaled_dot_product_attention where gradients are needed."
+@torch.library.impl(_lib, "bwd", "CompositeExplicitAutograd")
+def _bwd_load_and_call(dout, q, k, v, out, lse, softmax_scale=None, causal=False, causal_top_left=False,
+                       deterministic=False, backend="auto"):
+    _require_cuda("bwd", dout=dout, q=q, k=k, v=v, out=out, lse=lse)
+    _build.load_library()
+    return torch.ops.flashcute.bwd.default.redispatch(
+        _CUDA, dout, q, k, v, out, lse, softmax_scale, causal, causal_top_left, deterministic, backend
     )
 
 
-torch.library.register_autograd("flashcute::fwd", _backward, setup_context=_setup_context)
+@torch.library.register_fake("flashcute::bwd")
+def _bwd_fake(dout, q, k, v, out, lse, softmax_scale=None, causal=False, causal_top_left=False, deterministic=False,
+              backend="auto"):
+    return q.new_empty(q.shape), q.new_empty(k.shape), q.new_empty(v.shape)
+
+
+# ---------------------------------------------------------------------------------------------- autograd
+
+def _fwd_setup_context(ctx, inputs, output):
+    q, k, v, softmax_scale, causal, causal_top_left, backend, deterministic = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse)
+    ctx.options = (softmax_scale, causal, causal_top_left, deterministic, backend)
+    ctx.set_materialize_grads(False)  # an unused out or lse gets None, not a tensor of zeros to work through
+
+
+def _fwd_backward(ctx, grad_out, grad_lse):
+    q, k, v, out, lse = ctx.saved_tensors
+    dq = dk = dv = None
+    if grad_out is not None:
+        dq, dk, dv = torch.ops.flashcute.bwd(_as_kernel_reads(grad_out), q, k, v, out, lse, *ctx.options)
+    if grad_lse is not None:
+        dq_lse, dk_lse = _lse_backward(grad_lse, q, k, v, out, lse, ctx.options, *ctx.needs_input_grad[:2])
+        dq, dk = _add(dq, dq_lse), _add(dk, dk_lse)
+    return dq, dk, dv, None, None, None, None, None
+
+
+def _lse_backward(grad_lse, q, k, v, out, lse, options, need_dq, need_dk):
+    """The gradient through lse, from the kernels themselves: lse_i = logsumexp_j(scale q_i.k_j), so
+    d lse_i / d q_i = scale * sum_j P_ij k_j (attention with k as the values: a forward call) and
+    d lse_i / d k_j = scale * sum_i P_ij q_i (the dv of a backward call whose dout is q weighted by grad_lse).
+    Rows that see no key have P = 0 and contribute nothing."""
+    softmax_scale, causal, causal_top_left, deterministic, backend = options
+    scale = softmax_scale if softmax_scale is not None else q.shape[-1] ** -0.5
+    weights = grad_lse.transpose(1, 2).unsqueeze(-1) * scale  # (b, sq, hq, 1), float32
+    dq = dk = None
+    if need_dq:
+        attention_of_k, _ = torch.ops.flashcute.fwd(q, k, k, softmax_scale, causal, causal_top_left, backend)
+        dq = (weights * attention_of_k).to(q.dtype)
+    if need_dk:
+        weighted_q = _as_kernel_reads((weights * q).to(q.dtype))
+        _, _, dk = torch.ops.flashcute.bwd(weighted_q, q, k, v, out, lse, *options)
+    return dq, dk
+
+
+def _add(grad, extra):
+    return extra if grad is None else grad if extra is None else grad + extra
+
+
+def _as_kernel_reads(dout):
+    """dout as the backward kernel takes it (the last dim contiguous, rows 16-byte aligned): autograd often
+    hands over expanded (stride-0) or other views, which are copied; strided views that qualify are not."""
+    elements_per_16_bytes = 16 // dout.element_size()
+    if (dout.stride(-1) == 1 and dout.storage_offset() % elements_per_16_bytes == 0
+            and all(stride % elements_per_16_bytes == 0 for stride in dout.stride()[:-1])):
+        return dout
+    return dout.clone(memory_format=torch.contiguous_format)
+
+
+def _bwd_backward(ctx, grad_dq, grad_dk, grad_dv):
+    raise NotImplementedError(
+        "flashcute.bwd has no backward pass: flashcute gives first-order gradients only (no double backward, "
+        "e.g. create_graph=True followed by a second backward through the attention)."
+    )
+
+
+torch.library.register_autograd("flashcute::fwd", _fwd_backward, setup_context=_fwd_setup_context)
+torch.library.register_autograd("flashcute::bwd", _bwd_backward)

@@ -1,4 +1,4 @@
-"""The Python API over torch.ops.flashcute.fwd."""
+"""The Python API over torch.ops.flashcute.fwd and its backward, torch.ops.flashcute.bwd."""
 
 import torch
 
@@ -14,15 +14,18 @@ def load_extension():
     return _build.load_library()
 
 
-def flash_attn_func(q, k, v, softmax_scale=None, causal=False, return_lse=False, backend="auto"):
-    """Attention softmax(q k^T * scale) v over (batch, seqlen, heads, head_dim) tensors.
+def flash_attn_func(q, k, v, softmax_scale=None, causal=False, return_lse=False, backend="auto", deterministic=False):
+    """Attention softmax(q k^T * scale) v over (batch, seqlen, heads, head_dim) tensors, differentiable: a loss
+    computed from it trains through `loss.backward()` (torch.ops.flashcute.bwd computes dq, dk and dv).
 
     q: (b, sq, hq, d); k, v: (b, sk, hkv, d) with hq % hkv == 0 (MQA/GQA); fp16 or bf16 CUDA tensors with
     the last dim contiguous. softmax_scale defaults to 1/sqrt(d). causal masks key j for query i unless
-    j <= i + sk - sq (aligned bottom-right). backend: "auto", "sm80" or "sm90".
-    Returns out (b, sq, hq, d), and with return_lse also lse (b, hq, sq) in float32.
+    j <= i + sk - sq (aligned bottom-right). backend: "auto", "sm80" or "sm90" (the backward runs on "sm80"
+    under "auto"). deterministic=True makes the backward bitwise reproducible (the default may accumulate dq
+    with atomics, in any order).
+    Returns out (b, sq, hq, d), and with return_lse also lse (b, hq, sq) in float32 (differentiable too).
     """
     if backend not in BACKENDS:
         raise ValueError(f"flash_attn_func: backend must be one of {', '.join(map(repr, BACKENDS))}, got {backend!r}")
-    out, lse = torch.ops.flashcute.fwd(q, k, v, softmax_scale, causal, False, backend)
+    out, lse = torch.ops.flashcute.fwd(q, k, v, softmax_scale, causal, False, backend, deterministic)
     return (out, lse) if return_lse else out

@@ -3,8 +3,9 @@
 `sdpa` takes torch's arguments on (b, h, s, d) tensors (or (h, s, d)) and means exactly what torch means.
 When flashcute can serve the call it runs `torch.ops.flashcute.fwd` on (b, s, h, d) transpose views of the
 inputs — no copies — with torch's top-left causal alignment, and returns the (b, h, s, d) view of the op's
-contiguous (b, s, h, d) output, as FlashAttention does. Any other call goes to torch's own SDPA, with a
-warning, once per reason, that says why.
+contiguous (b, s, h, d) output, as FlashAttention does. The call is differentiable (its backward runs
+`torch.ops.flashcute.bwd`, in its deterministic mode while torch.use_deterministic_algorithms(True) is on).
+Any other call goes to torch's own SDPA, with a warning, once per reason, that says why.
 """
 
 import math
@@ -40,6 +41,7 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
     out, _ = kernel(
         query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
         softmax_scale=scale, causal=is_causal, causal_top_left=True,
+        deterministic=torch.are_deterministic_algorithms_enabled(),
     )
     out = out.transpose(1, 2)
     return out if batched else out.squeeze(0)
@@ -78,8 +80,6 @@ def unserved_reason(query, key, value, attn_mask=None, dropout_p=0.0, enable_gqa
             return f"{heads_q} query heads are not a multiple of {heads_kv} key/value heads"
     if any(t.stride(-1) != 1 for t in tensors):
         return "an input's last dimension is not contiguous"
-    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return "an input requires grad and flashcute has no backward yet"
     if not all(t.is_cuda for t in tensors):
         return "the inputs are not all CUDA tensors"
     if any(t.device != query.device for t in tensors):

@@ -1,6 +1,6 @@
 """Reference attention for the tests: a plain softmax attention (float64, or the input's low precision as
-PyTorch computes it) and a pure-PyTorch tiled FlashAttention-2 forward that walks the same blocks the
-kernels walk.
+PyTorch computes it), its gradients by autograd, and a pure-PyTorch tiled FlashAttention-2 forward that walks
+the same blocks the kernels walk.
 
 Tensors are (batch, seqlen, heads, head_dim) like the op; lse is (batch, heads_q, seqlen_q).
 Causal: key j is visible to query i iff j <= i + offset, offset = sk - sq (bottom-right, FlashAttention) or
@@ -52,6 +52,21 @@ def attention_ref(q, k, v, softmax_scale=None, causal=False, top_left=False, upc
     probs = torch.exp(scores - finite_lse[..., None]).masked_fill(~mask, 0.0)
     out = torch.einsum("bhqk,bkhd->bqhd", probs.to(v.dtype), v)
     return out, lse
+
+
+def attention_grads_ref(q, k, v, dout, softmax_scale=None, causal=False, top_left=False, upcast=True, dlse=None):
+    """(dq, dk, dv): autograd through attention_ref of sum(out * dout), plus sum(lse * dlse) over the rows that
+    see a key when dlse is given. upcast=True: in float64 from float64 copies of the inputs (the ground truth);
+    upcast=False: PyTorch's own backward of the low-precision attention_ref, gradients in the inputs' dtype.
+    """
+    leaves = [t.detach().double() if upcast else t.detach() for t in (q, k, v)]
+    leaves = [t.requires_grad_() for t in leaves]
+    with torch.enable_grad():
+        out, lse = attention_ref(*leaves, softmax_scale, causal, top_left, upcast)
+        loss = (out * dout.to(out.dtype)).sum()
+        if dlse is not None:
+            loss = loss + (lse.masked_fill(torch.isinf(lse), 0.0) * dlse.to(lse.dtype)).sum()
+        return torch.autograd.grad(loss, leaves)
 
 
 def attention_tiled(q, k, v, softmax_scale=None, causal=False, top_left=False, block_m=64, block_n=64):

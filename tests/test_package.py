@@ -67,18 +67,43 @@ def test_ops_exist_after_import_in_either_order(imports):
         f"{imports}\n"
         "from torch._subclasses.fake_tensor import FakeTensorMode\n"
         "print(torch.ops.flashcute.fwd.default._schema)\n"
+        "print(torch.ops.flashcute.bwd.default._schema)\n"
         "with FakeTensorMode():\n"
         "    q = torch.empty(2, 17, 8, 64, dtype=torch.bfloat16)\n"
         "    k = torch.empty(2, 33, 2, 64, dtype=torch.bfloat16)\n"
         "    out, lse = torch.ops.flashcute.fwd(q, k, k, None, True)\n"
+        "    dq, dk, dv = torch.ops.flashcute.bwd(out, q, k, k, out, lse, None, True)\n"
         "print(tuple(out.shape), out.dtype, tuple(lse.shape), lse.dtype)\n"
+        "print(tuple(dq.shape), tuple(dk.shape), tuple(dv.shape), dq.dtype, dk.dtype, dv.dtype)\n"
         "print(flashcute._build._loaded)\n",
         CUDA_VISIBLE_DEVICES="",
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("flashcute::fwd(Tensor q, Tensor k, Tensor v, float? softmax_scale=None")
-    assert lines[1:] == ["(2, 17, 8, 64) torch.bfloat16 (2, 8, 17) torch.float32", "None"]
+    assert lines[0].endswith('str backend="auto", bool deterministic=False) -> (Tensor out, Tensor lse)')
+    assert lines[1].startswith("flashcute::bwd(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, ")
+    assert lines[1].endswith('bool deterministic=False, str backend="auto") -> (Tensor dq, Tensor dk, Tensor dv)')
+    assert lines[2:] == ["(2, 17, 8, 64) torch.bfloat16 (2, 8, 17) torch.float32",
+                         "(2, 17, 8, 64) (2, 33, 2, 64) (2, 33, 2, 64) torch.bfloat16 torch.bfloat16 torch.bfloat16",
+                         "None"]
+
+
+@pytest.mark.parametrize("loss", ["out", "lse", "out and lse"])
+def test_autograd_formula_on_fake_tensors(loss):
+    """fwd's autograd formula runs without a GPU on fake tensors (bwd's fake kernel; for lse, fwd's and bwd's):
+    gradients of the inputs' shapes and dtype, none for v when only lse is used."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        q = torch.empty(2, 8, 17, 64, dtype=torch.float16, requires_grad=True)
+        k = torch.empty(2, 33, 2, 64, dtype=torch.float16, requires_grad=True)
+        v = torch.empty(2, 33, 2, 64, dtype=torch.float16, requires_grad=True)
+        out, lse = torch.ops.flashcute.fwd(q.transpose(1, 2), k, v, None, True)
+        total = {"out": out.sum(), "lse": lse.sum(), "out and lse": out.sum() + lse.sum()}[loss]
+        dq, dk, dv = torch.autograd.grad(total, (q, k, v), allow_unused=True)
+    assert dq.shape == q.shape and dk.shape == k.shape and dq.dtype == dk.dtype == torch.float16
+    assert (dv is None) == (loss == "lse")
 
 
 def test_layout_import_does_not_import_torch():
@@ -181,9 +206,11 @@ def test_sources_follow_archs_dtypes_and_head_dims(monkeypatch):
     monkeypatch.setenv("FLASHCUTE_DTYPES", "bf16")
     monkeypatch.setenv("FLASHCUTE_HDIMS", "128, 64")
     config = _build.BuildConfig(("8.0",), _build.selected_dtypes(), _build.selected_head_dims())
-    assert [p.name for p in config.sources()] == ["flash_api.cpp", "fwd_sm80_bf16_hdim64.cu", "fwd_sm80_bf16_hdim128.cu"]
+    assert [p.name for p in config.sources()] == ["flash_api.cpp", "fwd_sm80_bf16_hdim64.cu", "fwd_sm80_bf16_hdim128.cu",
+                                                 "bwd_sm80_bf16_hdim64.cu", "bwd_sm80_bf16_hdim128.cu"]
     hopper = _build.BuildConfig(("9.0a",), ("fp16",), (256,))
-    assert [p.name for p in hopper.sources()] == ["flash_api.cpp", "fwd_sm80_fp16_hdim256.cu", "fwd_sm90_fp16_hdim256.cu"]
+    assert [p.name for p in hopper.sources()] == ["flash_api.cpp", "fwd_sm80_fp16_hdim256.cu", "fwd_sm90_fp16_hdim256.cu",
+                                                 "bwd_sm80_fp16_hdim256.cu"]
 
 
 def test_default_selection_is_everything(monkeypatch):

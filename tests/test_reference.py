@@ -1,5 +1,6 @@
 """CPU checks of the test references: the tiled FlashAttention walk agrees with plain softmax attention, and
-plain attention agrees with torch's own SDPA and with cases whose answer is known by hand."""
+plain attention agrees with torch's own SDPA and with cases whose answer is known by hand; its gradients agree
+with torch SDPA's and, through the LSE, with the closed form."""
 
 import math
 
@@ -8,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reference import attention_ref, attention_tiled, visible_keys
+from reference import attention_grads_ref, attention_ref, attention_tiled, visible_keys
 
 
 def random_qkv(batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim, seed=0, dtype=torch.float64):
@@ -129,3 +130,36 @@ def test_low_precision_reference_is_close_but_not_exact(dtype):
     error = (low.double() - exact).abs().max().item()
     assert 0 < error < 0.05
     assert (low_lse.double() - exact_lse).abs().max().item() < 0.05
+
+
+@pytest.mark.parametrize("causal, top_left", [(False, False), (True, False), (True, True)])
+@pytest.mark.parametrize("seqlen_q, seqlen_k", [(1, 1), (16, 16), (13, 29), (29, 13)])
+def test_gradients_match_torch_sdpa(seqlen_q, seqlen_k, causal, top_left):
+    """attention_grads_ref against torch SDPA's backward (GQA; the causal mask as attn_mask). Rows that see no key
+    get dq = 0 and are left out of torch's call, whose softmax over no key is NaN; they give dk and dv nothing."""
+    q, k, v = random_qkv(2, seqlen_q, seqlen_k, 6, 2, 16, seed=seqlen_q * 100 + seqlen_k)
+    dout = torch.randn_like(q)
+    dq, dk, dv = attention_grads_ref(q, k, v, dout, 0.3, causal, top_left)
+    mask = visible_keys(seqlen_q, seqlen_k, causal, top_left)
+    rows = mask.any(dim=1)
+    assert torch.all(dq[:, ~rows] == 0)
+    leaves = [t.transpose(1, 2).clone().requires_grad_() for t in (q[:, rows], k, v)]
+    out = torch.nn.functional.scaled_dot_product_attention(*leaves, attn_mask=mask[rows], scale=0.3, enable_gqa=True)
+    expected = [g.transpose(1, 2) for g in torch.autograd.grad(out, leaves, dout[:, rows].transpose(1, 2))]
+    torch.testing.assert_close((dq[:, rows], dk, dv), tuple(expected), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_lse_gradients_match_the_closed_form(causal):
+    """d lse_i / d q_i = scale * sum_j P_ij k_j and d lse_i / d k_j = scale * sum_i P_ij q_i (summed over the
+    query heads of a key head); v gets nothing. Bottom-right causal, sq > sk: the first rows see no key."""
+    q, k, v = random_qkv(2, 11, 7, 4, 2, 8, seed=5)
+    dlse = torch.randn(2, 4, 11, dtype=torch.float64)
+    dq, dk, dv = attention_grads_ref(q, k, v, torch.zeros_like(q), 0.3, causal, dlse=dlse)
+    k_heads = k.repeat_interleave(2, dim=2)
+    scores = (torch.einsum("bqhd,bkhd->bhqk", q, k_heads) * 0.3).masked_fill(~visible_keys(11, 7, causal), -math.inf)
+    probs = torch.nan_to_num(torch.softmax(scores, dim=-1)) * dlse[..., None]  # rows without keys: 0
+    torch.testing.assert_close(dq, 0.3 * torch.einsum("bhqk,bkhd->bqhd", probs, k_heads), rtol=0, atol=1e-12)
+    dk_heads = 0.3 * torch.einsum("bhqk,bqhd->bkhd", probs, q)
+    torch.testing.assert_close(dk, dk_heads.view(2, 7, 2, 2, 8).sum(dim=3), rtol=0, atol=1e-12)
+    assert torch.all(dv == 0)

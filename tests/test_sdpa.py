@@ -1,12 +1,14 @@
 """flashcute.sdpa against torch.nn.functional.scaled_dot_product_attention.
 
 CPU: the routing itself — every fallback reason, its one-time warning and torch's own result (or torch's own
-error); and the glue to the op (transpose views, top-left causal, GQA, scale, (h, s, d) inputs) through a
-float64 stand-in for torch.ops.flashcute.fwd. GPU: the real kernel over an argument grid, within 2x torch's
-own low-precision error of a float64 reference, with no copies and no call to torch's SDPA; and every
-fallback again on CUDA tensors.
+error); and the glue to the op (transpose views, top-left causal, GQA, scale, (h, s, d) inputs, gradients,
+torch's deterministic flag) through a float64 stand-in for torch.ops.flashcute.fwd. GPU: the real kernel over
+an argument grid, within 2x torch's own low-precision error of a float64 reference, with no copies and no call
+to torch's SDPA; training calls served, gradients held to the same bound; and every fallback again on CUDA
+tensors.
 """
 
+import functools
 import importlib
 import warnings
 
@@ -15,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-from reference import attention_ref
+from reference import attention_grads_ref, attention_ref
 
 sdpa_module = importlib.import_module("flashcute.sdpa")
 sdpa = sdpa_module.sdpa
@@ -130,13 +132,11 @@ def test_cpu_tensors_fall_back_with_one_warning(dtype):
     assert fallbacks_again == []
 
 
-def test_requires_grad_falls_back_only_with_grad_mode():
+def test_requires_grad_is_no_reason_to_fall_back():
     generator = torch.Generator().manual_seed(3)
     q, k, v = (random_bhsd(1, 2, 8, 64, torch.float16, "cpu", generator).requires_grad_() for _ in range(3))
-    assert "requires grad" in sdpa_module.unserved_reason(q, k, v)
-    with torch.no_grad():
-        assert "CUDA" in sdpa_module.unserved_reason(q, k, v)
-    out = sdpa(q.float(), k.float(), v.float())  # the fallback keeps autograd working
+    assert sdpa_module.unserved_reason(q, k, v) == "the inputs are not all CUDA tensors"
+    out = sdpa(q.float(), k.float(), v.float())  # a fallback keeps autograd working too
     out.sum().backward()
     assert q.grad is not None and torch.isfinite(q.grad).all()
 
@@ -161,8 +161,10 @@ class RecordingReferenceOp:
     def __init__(self):
         self.calls = []
 
-    def __call__(self, q, k, v, softmax_scale=None, causal=False, causal_top_left=False, backend="auto"):
-        self.calls.append(dict(q=q, k=k, v=v, softmax_scale=softmax_scale, causal=causal, top_left=causal_top_left))
+    def __call__(self, q, k, v, softmax_scale=None, causal=False, causal_top_left=False, backend="auto",
+                 deterministic=False):
+        self.calls.append(dict(q=q, k=k, v=v, softmax_scale=softmax_scale, causal=causal, top_left=causal_top_left,
+                               deterministic=deterministic))
         out, lse = attention_ref(q, k, v, softmax_scale, causal, top_left=causal_top_left)
         self.calls[-1]["out"] = out.to(q.dtype).contiguous()
         return self.calls[-1]["out"], lse.float()
@@ -205,6 +207,32 @@ def test_glue_three_dim_inputs(stand_in_op):
     out = sdpa(q, k, k, is_causal=True, enable_gqa=True)
     assert out.shape == expected.shape == (4, 11, 32)
     torch.testing.assert_close(out, expected, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("is_causal, sq, sk, heads_q, heads_kv, scale",
+                         [(True, 13, 29, 4, 2, None), (True, 29, 13, 4, 1, 0.37), (False, 17, 17, 4, 4, None)])
+def test_glue_gradients_match_torch(stand_in_op, is_causal, sq, sk, heads_q, heads_kv, scale):
+    generator = torch.Generator().manual_seed(sq * 1000 + sk)
+    q, k, v = (random_bhsd(2, heads, s, 32, torch.float64, "cpu", generator).requires_grad_()
+               for heads, s in ((heads_q, sq), (heads_kv, sk), (heads_kv, sk)))
+    dout = random_bhsd(2, heads_q, sq, 32, torch.float64, "cpu", generator)
+    kwargs = dict(is_causal=is_causal, scale=scale, enable_gqa=heads_q != heads_kv)
+    expected = torch.autograd.grad(TORCH_SDPA(q, k, v, **kwargs), (q, k, v), dout)
+    grads = torch.autograd.grad(sdpa(q, k, v, **kwargs), (q, k, v), dout)
+    torch.testing.assert_close(grads, expected, rtol=1e-10, atol=1e-10)
+
+
+def test_glue_passes_torchs_deterministic_flag(stand_in_op):
+    generator = torch.Generator().manual_seed(6)
+    q = random_bhsd(1, 2, 5, 32, torch.float64, "cpu", generator)
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    try:
+        sdpa(q, q, q)
+        torch.use_deterministic_algorithms(True)
+        sdpa(q, q, q)
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
+    assert [call["deterministic"] for call in stand_in_op.calls] == [deterministic, True]
 
 
 # ---------------------------------------------------------------- GPU: the kernel
@@ -281,11 +309,11 @@ def test_sdpa_makes_no_copies(library, monkeypatch, layout):
 
 
 @requires_cuda
-def test_sdpa_three_dim_and_no_grad_inputs(library, monkeypatch):
+def test_sdpa_three_dim_inputs(library, monkeypatch):
     generator = torch.Generator(device="cuda").manual_seed(7)
     q = torch.randn(8, 77, 64, dtype=torch.float16, device="cuda", generator=generator, requires_grad=True)
     k = torch.randn(2, 91, 64, dtype=torch.float16, device="cuda", generator=generator, requires_grad=True)
-    with torch.no_grad():  # requires_grad inputs are served when no graph is being recorded
+    with torch.no_grad():
         expected = TORCH_SDPA(q, k, k, is_causal=True, enable_gqa=True)
         out = served(monkeypatch, q, k, k, is_causal=True, enable_gqa=True)
     assert out.shape == (8, 77, 64)
@@ -303,14 +331,29 @@ def test_fallback_reason_gpu(library, name):
 
 
 @requires_cuda
-def test_requires_grad_falls_back_on_gpu(library):
+@pytest.mark.parametrize("is_causal, sq, sk, heads_q, heads_kv, scale",
+                         [(True, 37, 37, 4, 4, None), (True, 113, 203, 8, 2, 0.3), (True, 203, 113, 8, 1, None),
+                          (False, 128, 300, 8, 8, None)])
+def test_training_is_served_on_gpu(library, monkeypatch, is_causal, sq, sk, heads_q, heads_kv, scale):
+    """Inputs that require grad: served (no fallback), gradients within 2x of the error of torch SDPA's own
+    against a float64 reference."""
     generator = torch.Generator(device="cuda").manual_seed(8)
-    q, k, v = (random_bhsd(2, 4, 37, 64, torch.bfloat16, "cuda", generator).requires_grad_() for _ in range(3))
-    expected, got, fallbacks = call_both((q, k, v), {"is_causal": True})
-    assert_same_outcome(expected, got)
-    assert len(fallbacks) == 1 and "requires grad" in fallbacks[0]
-    got.float().sum().backward()
-    assert q.grad is not None and torch.isfinite(q.grad).all()
+    q, k, v = qkv_layout("bshd", 2, heads_q, heads_kv, sq, sk, 64, torch.bfloat16, generator)
+    dout = random_bhsd(2, heads_q, sq, 64, torch.bfloat16, "cuda", generator)
+    kwargs = dict(is_causal=is_causal, scale=scale, enable_gqa=heads_q != heads_kv)
+
+    def gradients(attention):
+        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        return torch.autograd.grad(attention(*leaves, **kwargs), leaves, dout)
+
+    grads = gradients(functools.partial(served, monkeypatch))
+    torch_grads = gradients(TORCH_SDPA)
+    reference = attention_grads_ref(*(t.transpose(1, 2) for t in (q, k, v, dout)), scale, is_causal, top_left=True)
+    for grad, torch_grad, grad_ref in zip(grads, torch_grads, reference):
+        grad_ref = grad_ref.transpose(1, 2)
+        assert grad.shape == grad_ref.shape and grad.dtype == torch.bfloat16
+        torch_error = (torch_grad.double() - grad_ref).abs().max().item()
+        assert (grad.double() - grad_ref).abs().max().item() <= 2 * torch_error + 1e-4
 
 
 @requires_cuda

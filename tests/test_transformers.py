@@ -2,7 +2,8 @@
 
 CPU: registration, and the fallbacks (CPU tensors, padding masks) giving exactly SDPA's tokens. GPU (bf16):
 prefill logits within bf16 tolerance of torch SDPA, every greedy and cached decoding step on flashcute's
-kernel with no fallback, the same 32 greedy tokens, and a static cache's prefill.
+kernel with no fallback, the same 32 greedy tokens, a static cache's prefill, and training: a few AdamW
+steps on flashcute (forward and backward) agree with the same steps on torch SDPA.
 """
 
 import contextlib
@@ -215,3 +216,45 @@ def test_padded_batch_falls_back_on_gpu(device):
     expected_tokens, expected_logits = greedy(reference, ids, attention_mask=mask)
     assert torch.equal(tokens, expected_tokens) and torch.equal(logits, expected_logits)
     assert len(fallback_warnings(caught)) == 1 and "attention mask" in fallback_warnings(caught)[0]
+
+
+TRAIN_STEPS, TRAIN_SEQLEN = 5, 128
+
+
+def train(model, input_ids):
+    """TRAIN_STEPS AdamW steps on one batch (labels = inputs): each step's loss and the first step's gradients."""
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    losses, first_grads = [], None
+    for _ in range(TRAIN_STEPS):
+        optimizer.zero_grad(set_to_none=True)
+        loss = model(input_ids, labels=input_ids).loss
+        loss.backward()
+        if first_grads is None:
+            first_grads = {name: p.grad.double() for name, p in model.named_parameters()}
+        optimizer.step()
+        losses.append(loss.item())
+    return torch.tensor(losses, dtype=torch.float64), first_grads
+
+
+@requires_cuda
+def test_training_matches_sdpa(device, monkeypatch):
+    """The same weights and batch trained in bf16 on flashcute and on torch SDPA, and in float32 on SDPA (the
+    yardstick, from the same bf16-rounded weights): flashcute's loss curve and every parameter's first
+    gradient are within 1.5x SDPA-bf16's own error against float32 (per parameter, in the L2 norm, which
+    random rounding moves less than the max)."""
+    reference, flash = model_pair(device, torch.bfloat16)
+    exact = copy.deepcopy(reference).float()
+    input_ids = torch.randint(0, VOCAB, (4, TRAIN_SEQLEN), generator=torch.Generator().manual_seed(2)).to(device)
+    exact_losses, exact_grads = train(exact, input_ids)
+    sdpa_losses, sdpa_grads = train(reference, input_ids)
+    with served_by_flashcute(monkeypatch):
+        losses, grads = train(flash, input_ids)
+
+    assert exact_losses[-1] < exact_losses[0] - 0.1  # the steps do train
+    sdpa_error = (sdpa_losses - exact_losses).abs().max().item()
+    assert (losses - exact_losses).abs().max().item() <= 1.5 * sdpa_error + 1e-3, (losses, sdpa_losses, exact_losses)
+    for name, exact_grad in exact_grads.items():
+        sdpa_error = (sdpa_grads[name] - exact_grad).norm().item()
+        error = (grads[name] - exact_grad).norm().item()
+        assert error <= 1.5 * sdpa_error + 1e-6 * exact_grad.norm().item(), (name, error, sdpa_error)

@@ -1,5 +1,6 @@
-"""Every input check of torch.ops.flashcute.fwd (csrc/flash_api.cpp) and of the Python API, with its message.
-Bad input must give an error naming the argument and what was expected, never a crash or a wrong answer."""
+"""Every input check of torch.ops.flashcute.fwd and .bwd (csrc/flash_api.cpp) and of the Python API, with its
+message. Bad input must give an error naming the argument and what was expected, never a crash or a wrong
+answer, and the GPU must stay usable after it."""
 
 import math
 import os
@@ -220,15 +221,6 @@ def test_flash_attn_func_backend_name():
 
 
 @cuda
-def test_backward_is_a_clear_error(library):
-    q, k, v = (t.requires_grad_() for t in qkv())
-    out = flashcute.flash_attn_func(q, k, v, causal=True)
-    assert out.requires_grad
-    with pytest.raises(NotImplementedError, match="flashcute.fwd has no backward pass yet"):
-        out.float().sum().backward()
-
-
-@cuda
 def test_sm90_refuses_what_tma_cannot_address(library):
     if torch.cuda.get_device_capability()[0] != 9 or not any(n.startswith("fwd_sm90") for n in torch.ops.flashcute.built_kernels()):
         pytest.skip("needs a Hopper GPU and the sm90 kernels")
@@ -238,3 +230,74 @@ def test_sm90_refuses_what_tma_cannot_address(library):
                 "multiples of 16 bytes for TMA, got 0, 256, 64 elements; use backend='sm80' or 'auto', or pass "
                 "contiguous tensors"):
         fwd(q, shared_k, v, backend="sm90")
+
+
+# ------------------------------------------------------------------------------------------- the backward
+
+def bwd_inputs(**shape):
+    """A correct bwd call's arguments: dout and the inputs and outputs of a forward call."""
+    q, k, v = qkv(**shape)
+    out, lse = fwd(q, k, v)
+    return dict(dout=torch.randn_like(out), q=q, k=k, v=v, out=out, lse=lse)
+
+
+def test_bwd_cpu_tensors_are_refused_with_a_clear_message():
+    # Served by the op's Python kernel: no extension, no GPU needed.
+    q, k, v = qkv(device="cpu")
+    lse = torch.zeros(2, 4, 16)
+    with pytest.raises(RuntimeError, match=re.escape("flashcute.bwd: dout must be a CUDA tensor, got a tensor on cpu")):
+        torch.ops.flashcute.bwd(q, q, k, v, q, lse)
+
+
+BWD_BAD_INPUTS = {
+    # name: (change to a correct call's arguments, the argument the message names)
+    "dout_dtype": (lambda a: {"dout": a["dout"].bfloat16()}, "dout"),
+    "dout_float32": (lambda a: {"dout": a["dout"].float()}, "dout"),
+    "dout_shape": (lambda a: {"dout": a["dout"][:, :-1]}, "dout"),
+    "dout_rank": (lambda a: {"dout": a["dout"][0]}, "dout"),
+    "dout_last_dim_stride": (lambda a: {"dout": torch.cat([a["dout"], a["dout"]], dim=-1)[..., ::2]}, "dout"),
+    "dout_on_cpu": (lambda a: {"dout": a["dout"].cpu()}, "dout"),
+    "out_shape": (lambda a: {"out": a["out"][:, :-1]}, "out"),
+    "out_dtype": (lambda a: {"out": a["out"].bfloat16()}, "out"),
+    "lse_shape": (lambda a: {"lse": a["lse"][:, :, :-1]}, "lse"),
+    "lse_heads": (lambda a: {"lse": a["lse"][:, :-1]}, "lse"),
+    "lse_dtype": (lambda a: {"lse": a["lse"].half()}, "lse"),
+    "lse_on_cpu": (lambda a: {"lse": a["lse"].cpu()}, "lse"),
+    "q_rank": (lambda a: {"q": a["q"][0]}, "q"),
+    "k_dtype": (lambda a: {"k": a["k"].bfloat16(), "v": a["v"].bfloat16()}, "k"),
+    "k_head_dim": (lambda a: {"k": torch.cat([a["k"], a["k"]], dim=-1), "v": torch.cat([a["v"], a["v"]], dim=-1)}, "k"),
+    "k_batch": (lambda a: {"k": torch.cat([a["k"], a["k"][:1]]), "v": torch.cat([a["v"], a["v"][:1]])}, "k"),
+    "kv_shapes": (lambda a: {"v": torch.cat([a["v"], a["v"][:, :1]], dim=1)}, "k and v"),
+    "heads_indivisible": (lambda a: {"k": a["k"][:, :, :3], "v": a["v"][:, :, :3]}, "heads_q"),
+    "softmax_scale": (lambda a: {"softmax_scale": math.inf}, "softmax_scale"),
+    "backend_name": (lambda a: {"backend": "sm70"}, "backend"),
+    "backend_sm90": (lambda a: {"backend": "sm90"}, "backend"),  # no sm90 backward yet
+}
+
+
+@cuda
+@pytest.mark.parametrize("name", list(BWD_BAD_INPUTS))
+def test_bwd_bad_input_names_the_argument(library, name):
+    change, argument = BWD_BAD_INPUTS[name]
+    inputs = bwd_inputs()
+    with pytest.raises(RuntimeError, match=rf"flashcute\.bwd: {re.escape(argument)}\b"):
+        torch.ops.flashcute.bwd(**{**inputs, **change(inputs)})
+    assert_bwd_still_runs(inputs)
+
+
+@cuda
+@pytest.mark.parametrize("head_dim", [12, 264])
+def test_bwd_head_dim(library, head_dim):
+    # Rows of 16 (or 264) elements so the tensors pass the 16-byte alignment check first; out and lse made to fit.
+    q, k, v = (t[..., :head_dim] for t in qkv(head_dim=max(16, head_dim)))
+    lse = torch.zeros(2, 4, 16, device="cuda")
+    with pytest.raises(RuntimeError, match=r"flashcute\.bwd: head_dim\b"):
+        torch.ops.flashcute.bwd(q, q, k, v, q, lse)
+    assert_bwd_still_runs(bwd_inputs())
+
+
+def assert_bwd_still_runs(inputs):
+    """After an error the CUDA context is intact: a correct call runs and gives finite gradients."""
+    grads = torch.ops.flashcute.bwd(**inputs)
+    torch.cuda.synchronize()
+    assert all(g.isfinite().all() for g in grads)

@@ -9,8 +9,9 @@ transformers stays optional: it is imported by `register()`, not by this module.
 Masks follow transformers' SDPA conventions (the "flashcute" mask function is SDPA's): the model hands the
 attention function no mask exactly when torch SDPA's `is_causal` (top-left) or no masking at all is exact —
 prefill without padding, and one-token decoding, where the query sees every cached key. Those calls run on
-flashcute's kernel; a call with a mask (padding, a sliding window that bites, a static cache's unfilled
-slots), dropout or a position bias runs transformers' own SDPA attention, with a one-time warning.
+flashcute's kernel, and so do training calls (the backward runs flashcute's too) unless the model has attention
+dropout on; a call with a mask (padding, a sliding window that bites, a static cache's unfilled slots),
+dropout or a position bias runs transformers' own SDPA attention, with a one-time warning.
 """
 
 import functools
