@@ -9,6 +9,7 @@
 
 #include "common/params.h"
 #include "instantiations/kernel_table.h"
+#include "sm80/copy_traits.h"
 
 namespace flashcute::sm80 {
 
@@ -16,9 +17,9 @@ using namespace cute;
 
 template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, int kAtomLayoutMSdP,
           int kAtomLayoutNdKV, int kAtomLayoutMdQ>
-struct BwdKernelTraits {
+struct BwdKernelTraits : CopyTraits<Element_, kHeadDim_, kNWarps_ * 32> {
+  using Base = CopyTraits<Element_, kHeadDim_, kNWarps_ * 32>;
   using Element = Element_;
-  static_assert(cute::is_same_v<Element, cutlass::half_t> || cute::is_same_v<Element, cutlass::bfloat16_t>);
 
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;
@@ -33,22 +34,15 @@ struct BwdKernelTraits {
   //   S = Q.K^T and dP = dO.V^T   (BLK_M, BLK_N)
   //   dV += P^T.dO and dK += dS^T.Q  (BLK_N, D)
   //   dQ = dS.K                    (BLK_M, D)
-  using MmaOp = cute::conditional_t<cute::is_same_v<Element, cutlass::half_t>,
-                                    SM80_16x8x16_F32F16F16F32_TN, SM80_16x8x16_F32BF16BF16F32_TN>;
   template <int kAtomLayout>
-  using WarpTiledMma = TiledMMA<MMA_Atom<MmaOp>, Layout<Shape<Int<kAtomLayout>, Int<kNWarps / kAtomLayout>, _1>>,
+  using WarpTiledMma = TiledMMA<MMA_Atom<typename Base::MmaOp>, Layout<Shape<Int<kAtomLayout>, Int<kNWarps / kAtomLayout>, _1>>,
                                 Tile<Int<16 * kAtomLayout>, Int<16 * kNWarps / kAtomLayout>, _16>>;
   using TiledMmaSdP = WarpTiledMma<kAtomLayoutMSdP>;
   using TiledMmadKV = WarpTiledMma<kAtomLayoutNdKV>;
   using TiledMmadQ = WarpTiledMma<kAtomLayoutMdQ>;
 
-  // Shared memory rows of kBlockKSmem 16-bit elements, XOR-swizzled in 16-byte units as in the forward
-  // (kernel_traits.h): conflict-free for 128-bit cp.async writes and for ldmatrix reads, transposed or not.
-  static constexpr int kBlockKSmem = kHeadDim % 64 == 0 ? 64 : 32;
-  static constexpr int kSwizzleBits = kBlockKSmem == 64 ? 3 : 2;
-  using SmemLayoutAtom = decltype(composition(
-      Swizzle<kSwizzleBits, 3, 3>{},
-      Layout<Shape<_8, Int<kBlockKSmem>>, Stride<Int<kBlockKSmem>, _1>>{}));
+  // Shared memory (Base::SmemLayoutAtom rows, as the forward's).
+  using typename Base::SmemLayoutAtom;
   // Q and dO: (BLK_M, D) per stage; two stages, so block m + 1 loads while block m computes.
   static constexpr int kStages = 2;
   using SmemLayoutQdO = decltype(tile_to_shape(SmemLayoutAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
@@ -72,24 +66,6 @@ struct BwdKernelTraits {
   using SmemLayoutKtNoSwizzle = decltype(get_nonswizzle_portion(SmemLayoutKt{}));
   using SmemLayoutPdStNoSwizzle = decltype(get_nonswizzle_portion(SmemLayoutPdSt{}));
 
-  // smem -> registers, and registers -> smem for P, dS and the dK/dV staging (2-element accumulator runs).
-  using SmemCopyAtom = Copy_Atom<SM75_U32x4_LDSM_N, Element>;
-  using SmemCopyAtomTransposed = Copy_Atom<SM75_U16x8_LDSM_T, Element>;
-  using SmemCopyAtomStore = Copy_Atom<AutoVectorizingCopyWithAssumedAlignment<128>, Element>;
-
-  // gmem -> smem: 128-bit cp.async as the forward's (ZFILL past the sequence and the head dim).
-  static constexpr int kGmemElemsPerLoad = sizeof(uint128_t) / sizeof(Element);
-  static constexpr int kGmemThreadsPerRow = kBlockKSmem / kGmemElemsPerLoad;
-  static_assert(kNThreads % kGmemThreadsPerRow == 0);
-  using GmemLayoutAtom = Layout<Shape<Int<kNThreads / kGmemThreadsPerRow>, Int<kGmemThreadsPerRow>>,
-                                Stride<Int<kGmemThreadsPerRow>, _1>>;
-  using GmemTiledCopyQKV = decltype(make_tiled_copy(
-      Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<uint128_t>, Element>{}, GmemLayoutAtom{},
-      Layout<Shape<_1, Int<kGmemElemsPerLoad>>>{}));
-  // 128-bit synchronous copies: dO and O into registers (the preprocess), gradients out of a staging buffer.
-  using GmemTiledCopy = decltype(make_tiled_copy(
-      Copy_Atom<UniversalCopy<uint128_t>, Element>{}, GmemLayoutAtom{},
-      Layout<Shape<_1, Int<kGmemElemsPerLoad>>>{}));
   // Q and dO (two stages each), K, V, P, dS. dK and dV are staged in K's and V's buffers at the end.
   static constexpr int kSmemQdOElems = cosize_v<SmemLayoutQdO>;
   static constexpr int kSmemKVElems = cosize_v<SmemLayoutKV>;

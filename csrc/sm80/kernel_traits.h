@@ -7,6 +7,7 @@
 #include <cutlass/numeric_types.h>
 
 #include "instantiations/kernel_table.h"
+#include "sm80/copy_traits.h"
 
 namespace flashcute::sm80 {
 
@@ -14,9 +15,9 @@ using namespace cute;
 
 template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, int kSoftmaxPartsNonCausal_ = 4,
           int kSoftmaxPartsCausal_ = 4>
-struct KernelTraits {
+struct KernelTraits : CopyTraits<Element_, kHeadDim_, kNWarps_ * 32> {
+  using Base = CopyTraits<Element_, kHeadDim_, kNWarps_ * 32>;
   using Element = Element_;
-  static_assert(cute::is_same_v<Element, cutlass::half_t> || cute::is_same_v<Element, cutlass::bfloat16_t>);
 
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = kBlockM_;
@@ -29,19 +30,11 @@ struct KernelTraits {
   static constexpr int kSoftmaxPartsCausal = kSoftmaxPartsCausal_;
 
   // Tensor cores: warps stacked along M, each warp owning 16-row slabs of the Q block.
-  using MmaOp = cute::conditional_t<cute::is_same_v<Element, cutlass::half_t>,
-                                    SM80_16x8x16_F32F16F16F32_TN, SM80_16x8x16_F32BF16BF16F32_TN>;
-  using TiledMma = TiledMMA<MMA_Atom<MmaOp>, Layout<Shape<Int<kNWarps>, _1, _1>>,
+  using TiledMma = TiledMMA<MMA_Atom<typename Base::MmaOp>, Layout<Shape<Int<kNWarps>, _1, _1>>,
                             Tile<Int<16 * kNWarps>, _16, _16>>;
 
-  // Shared memory: rows of kBlockKSmem 16-bit elements (64 = 128 B, or 32 = 64 B when the head dim is not a
-  // multiple of 64), XOR-swizzled in 16-byte units so that both the 128-bit cp.async writes (8 threads per
-  // row) and the ldmatrix reads (8 rows of 16 B per phase) hit 8 distinct bank groups.
-  static constexpr int kBlockKSmem = kHeadDim % 64 == 0 ? 64 : 32;
-  static constexpr int kSwizzleBits = kBlockKSmem == 64 ? 3 : 2;
-  using SmemLayoutAtom = decltype(composition(
-      Swizzle<kSwizzleBits, 3, 3>{},
-      Layout<Shape<_8, Int<kBlockKSmem>>, Stride<Int<kBlockKSmem>, _1>>{}));
+  // Shared memory (Base::SmemLayoutAtom rows): Q, one K and one V block.
+  using typename Base::SmemLayoutAtom;
   using SmemLayoutQ = decltype(tile_to_shape(SmemLayoutAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
   using SmemLayoutKV = decltype(tile_to_shape(SmemLayoutAtom{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));
   // V seen as (head_dim, kBlockN): the B operand of O = P.V, read with transposing ldmatrix.
@@ -50,26 +43,9 @@ struct KernelTraits {
   using SmemLayoutVtNoSwizzle = decltype(get_nonswizzle_portion(SmemLayoutVt{}));
   using SmemLayoutO = SmemLayoutQ;  // O is staged in Q's buffer, free by then
 
-  // smem -> registers.
-  using SmemCopyAtom = Copy_Atom<SM75_U32x4_LDSM_N, Element>;
-  using SmemCopyAtomTransposed = Copy_Atom<SM75_U16x8_LDSM_T, Element>;
-  // registers -> smem for O (vectorises to the accumulator's 2-element runs).
-  using SmemCopyAtomO = Copy_Atom<AutoVectorizingCopyWithAssumedAlignment<128>, Element>;
-
-  // gmem -> smem: 128-bit cp.async, kGmemThreadsPerRow threads cover one kBlockKSmem-wide row chunk.
-  // CACHEGLOBAL: K/V are streamed once per CTA, keep them out of L1. ZFILL: out-of-bounds rows/cols read 0.
-  static constexpr int kGmemElemsPerLoad = sizeof(uint128_t) / sizeof(Element);
-  static constexpr int kGmemThreadsPerRow = kBlockKSmem / kGmemElemsPerLoad;
-  static_assert(kNThreads % kGmemThreadsPerRow == 0);
-  using GmemLayoutAtom = Layout<Shape<Int<kNThreads / kGmemThreadsPerRow>, Int<kGmemThreadsPerRow>>,
-                                Stride<Int<kGmemThreadsPerRow>, _1>>;
-  using GmemTiledCopyQKV = decltype(make_tiled_copy(
-      Copy_Atom<SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<uint128_t>, Element>{}, GmemLayoutAtom{},
-      Layout<Shape<_1, Int<kGmemElemsPerLoad>>>{}));
-  // smem -> gmem for O: 128-bit loads from the swizzled staging buffer, 128-bit stores.
-  using GmemTiledCopyO = decltype(make_tiled_copy(
-      Copy_Atom<UniversalCopy<uint128_t>, Element>{}, GmemLayoutAtom{},
-      Layout<Shape<_1, Int<kGmemElemsPerLoad>>>{}));
+  // O: registers -> smem -> gmem.
+  using SmemCopyAtomO = typename Base::SmemCopyAtomStore;
+  using GmemTiledCopyO = typename Base::GmemTiledCopy;
 
   // Q, then K and V (one buffer each: V(n) streams in during S(n), K(n-1) during P.V(n)).
   static constexpr int kSmemQElems = cosize_v<SmemLayoutQ>;
