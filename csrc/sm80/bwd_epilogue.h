@@ -9,6 +9,7 @@
 #include "common/turnstile.h"
 #include "common/utils.h"
 #include "sm80/epilogue.h"
+#include "sm80/gmem.h"
 
 namespace flashcute::sm80 {
 
@@ -35,13 +36,9 @@ struct BwdEpilogue {
   template <class TensorAcc, class TensorG>
   __device__ static void add(TensorAcc const& acc_dk, TensorAcc const& acc_dv, TensorG tdKgdKaccum,
                              TensorG tdVgdVaccum, int* turnstile, int turn) {
-    CUTE_STATIC_ASSERT_V(size(acc_dk) == size(tdKgdKaccum));
     if (turnstile != nullptr) { turnstile_wait(turnstile, turn); }
-    CUTE_UNROLL
-    for (int i = 0; i < size(acc_dk); ++i) {
-      atomicAdd(&tdKgdKaccum(i), acc_dk(i));
-      atomicAdd(&tdVgdVaccum(i), acc_dv(i));
-    }
+    atomic_add_accum(tdKgdKaccum, acc_dk);
+    atomic_add_accum(tdVgdVaccum, acc_dv);
     if (turnstile != nullptr) { turnstile_pass(turnstile); }
   }
 };

@@ -1,10 +1,10 @@
 // The SM80 backward mainloop of one K/V block (FlashAttention-2's backward): K and V stay in shared memory; the
-// Q/dO blocks that see them are walked in order, each recomputing its scores and probabilities from the LSE the
+// Q/dO blocks that see them are walked one by one, each recomputing its scores and probabilities from the LSE the
 // forward saved:
 //   S = Q.K^T | P = exp(S * scale - LSE) | dP = dO.V^T | dS = P * (dP - D) | dV += P^T.dO
 //   | dQ(block) = dS.K, added to the float32 accumulator in global memory | dK += dS^T.Q
 // P and dS go through shared memory: the dV/dK gemms need them transposed. Q and dO are double-buffered:
-// block m + 1 loads (cp.async) while block m computes.
+// the next block loads (cp.async) while this one computes.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -147,20 +147,29 @@ struct BwdMainloop {
       load_tile<true>(gmem_tiled_copy, tdOgdO(_, _, _, m_block), tdOsdO, tQcQ, row_end, params.head_dim);
     };
 
-    // Prologue: K, V and the first Q/dO block in flight.
-    load_tile<true>(gmem_tiled_copy, tKgK, tKsK, tKcK, kv_row_end, params.head_dim);
-    load_tile<true>(gmem_tiled_copy, tVgV, tVsV, tKcK, kv_row_end, params.head_dim);
-    if (range.m_block_min < range.m_block_max) { load_q_do(range.m_block_min, 0); }
-    cp_async_fence();
-
     int* const dq_turnstile = params.dq_semaphore == nullptr ? nullptr
         : params.dq_semaphore + (int64_t(bidb) * params.heads_q + bidh) *
                                     ((seq.seqlen_q() + kBwdSemaphoreRows - 1) / kBwdSemaphoreRows);
+    // The i-th Q block visited. The K/V blocks of a head run side by side; without causal they would all start
+    // at Q block 0 and add into the same dQ block at once, so each starts at its own. (Causal ranges already start
+    // at the diagonal.) Deterministic mode walks in order: its turnstile lets the K/V blocks add in turn.
+    int const m_blocks = range.m_block_max - range.m_block_min;
+    int const m_first = !kCausal && dq_turnstile == nullptr && m_blocks > 0 ? n_block % m_blocks : 0;
+    auto m_block_at = [&](int i) {
+      int const j = i + m_first;
+      return range.m_block_min + (j < m_blocks ? j : j - m_blocks);
+    };
+
+    // Prologue: K, V and the first Q/dO block in flight.
+    load_tile<true>(gmem_tiled_copy, tKgK, tKsK, tKcK, kv_row_end, params.head_dim);
+    load_tile<true>(gmem_tiled_copy, tVgV, tVsV, tKcK, kv_row_end, params.head_dim);
+    if (m_blocks > 0) { load_q_do(m_block_at(0), 0); }
+    cp_async_fence();
 
     // One body for masked and unmasked blocks (a runtime branch): the loop is large, one copy of it is kinder to
     // the instruction cache than two.
-    auto step = [&](int m_block, bool masked) __attribute__((always_inline)) {
-      int const stage = (m_block - range.m_block_min) % kStages;
+    auto step = [&](int i, int m_block, bool masked) __attribute__((always_inline)) {
+      int const stage = i % kStages;
       int const row_end = seq.seqlen_q() - m_block * kBlockM;  // valid rows of this Q block
 
       // This thread's rows: LSE scaled for exp2 (+inf past the sequence and for rows that saw no key, so their
@@ -176,8 +185,8 @@ struct BwdMainloop {
 
       cp_async_wait<0>();
       __syncthreads();  // Q/dO(m) (and K, V) landed; every warp is done with block m - 1's buffers
-      if (m_block + 1 < range.m_block_max) {
-        load_q_do(m_block + 1, (stage + 1) % kStages);
+      if (i + 1 < m_blocks) {
+        load_q_do(m_block_at(i + 1), (stage + 1) % kStages);
         cp_async_fence();
       }
 
@@ -229,11 +238,9 @@ struct BwdMainloop {
       // This thread's slots of the block in the accumulator; padding rows and columns add zeros.
       Tensor tdQgdQaccum = accum_block<kBlockM, Traits::kHeadDim, Traits::kNThreads>(params.dq_accum_ptr, dq_accum_rows,
                                                                                     m_block)(tidx, _);
-      CUTE_STATIC_ASSERT_V(size(acc_dq) == size(tdQgdQaccum));
       // Deterministic: the K/V blocks visiting a Q block are a prefix [0, n) (q_block_range), so turn n_block.
       if (dq_turnstile != nullptr) { turnstile_wait(dq_turnstile + m_block, n_block); }
-      CUTE_UNROLL
-      for (int i = 0; i < size(acc_dq); ++i) { atomicAdd(&tdQgdQaccum(i), acc_dq(i)); }
+      atomic_add_accum(tdQgdQaccum, acc_dq);
       if (dq_turnstile != nullptr) { turnstile_pass(dq_turnstile + m_block); }
 
       gemm_ss(acc_dk, tdKrdSt, tdKrQt, tdKsdSt, smem_thr_copy_QdOt.partition_S(smem_qdo_t(smem.q, stage)),
@@ -242,7 +249,10 @@ struct BwdMainloop {
 
     // A ragged K/V block (the last) masks its padding in every Q block; otherwise only the diagonal's blocks.
     int const masked_end = kv_row_end < kBlockN ? range.m_block_max : range.m_block_masked_end;
-    for (int m_block = range.m_block_min; m_block < range.m_block_max; ++m_block) { step(m_block, m_block < masked_end); }
+    for (int i = 0; i < m_blocks; ++i) {
+      int const m_block = m_block_at(i);
+      step(i, m_block, m_block < masked_end);
+    }
     cp_async_wait<0>();  // K and V (an empty range computes nothing but still loaded them)
   }
 };

@@ -69,4 +69,16 @@ CUTE_DEVICE auto accum_block(float* base, int64_t head_rows, int block) {
                      Layout<Shape<Int<kThreads>, Int<kElems>>, Stride<_1, Int<kThreads>>>{});
 }
 
+// slots += acc, elementwise: slots is a thread's (elements) of accum_block, acc the registers it mirrors.
+// `red`, spelled out: ptxas kept atomicAdd's unused result as an `atom` that returns a value, and holding those
+// results took registers the mainloop spills without. (sm_90's 16-byte vector atomics measured no faster.)
+template <class TensorG, class TensorAcc>
+CUTE_DEVICE void atomic_add_accum(TensorG&& slots, TensorAcc const& acc) {
+  CUTE_STATIC_ASSERT_V(size(acc) == size(slots));
+  CUTE_UNROLL
+  for (int i = 0; i < size(acc); ++i) {
+    asm volatile("red.global.add.f32 [%0], %1;" ::"l"(&slots(i)), "f"(acc(i)) : "memory");
+  }
+}
+
 }  // namespace flashcute::sm80
