@@ -17,6 +17,7 @@
 
 #include "common/params.h"
 #include "common/registry.h"
+#include "common/seqlen.h"
 
 namespace flashcute {
 
@@ -77,18 +78,21 @@ std::string cannot_run_reason(Kernel<Params> const& kernel, Params const& params
   return kernel.can_run(params, why, sizeof(why)) ? std::string() : std::string(why[0] ? why : "no reason given");
 }
 
-void check_tensor(char const* op, at::Tensor const& t, char const* name, char const* dims) {
+// dims: the expected shape in words; its rank is 4 for fixed-length batches, 3 for packed (varlen) ones.
+void check_tensor(char const* op, at::Tensor const& t, char const* name, char const* dims, int rank = 4) {
   TORCH_CHECK(t.is_cuda(), "flashcute.", op, ": ", name, " must be a CUDA tensor, got a tensor on ", t.device());
-  TORCH_CHECK(t.dim() == 4, "flashcute.", op, ": ", name, " must have 4 dimensions ", dims, ", got ", t.dim(),
-              " (shape ", t.sizes(), ")");
-  TORCH_CHECK(t.stride(3) == 1 || t.size(3) <= 1, "flashcute.", op, ": ", name,
-              " must be contiguous in its last dimension (stride 1), got stride ", t.stride(3),
+  TORCH_CHECK(t.dim() == rank, "flashcute.", op, ": ", name, " must have ", rank, " dimensions ", dims, ", got ",
+              t.dim(), " (shape ", t.sizes(), ")");
+  TORCH_CHECK(t.stride(rank - 1) == 1 || t.size(rank - 1) <= 1, "flashcute.", op, ": ", name,
+              " must be contiguous in its last dimension (stride 1), got stride ", t.stride(rank - 1),
               "; call .contiguous() on it");
   // 128-bit loads: the base address and every stride that moves the address must be 16-byte multiples.
   bool aligned = reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
-  for (int i = 0; i < 3; ++i) { aligned = aligned && (t.size(i) <= 1 || (t.stride(i) * t.element_size()) % 16 == 0); }
+  for (int i = 0; i < rank - 1; ++i) {
+    aligned = aligned && (t.size(i) <= 1 || (t.stride(i) * t.element_size()) % 16 == 0);
+  }
   TORCH_CHECK(aligned, "flashcute.", op, ": ", name, " must be 16-byte aligned (data pointer and the strides of "
-              "its first three dimensions multiples of 8 elements), got strides ", t.strides(),
+              "all but its last dimension multiples of 8 elements), got strides ", t.strides(),
               " and storage offset ", t.storage_offset(), "; call .contiguous() on it");
 }
 
@@ -107,9 +111,8 @@ DeviceInfo device_info(int device) {
 // "auto": the SM90 kernel on Hopper when one is built for (dtype, head dim) and can run the inputs; otherwise
 // the SM80 kernel, which runs on any sm_80+ GPU. "sm80" / "sm90": that kernel, or an error saying why not.
 template <class Params>
-Kernel<Params> const& choose_kernel(Op op, std::string const& backend, DeviceInfo const& device, DType dtype,
-                                    int head_dim, Params const& params) {
-  char const* name = op_name(op);
+Kernel<Params> const& choose_kernel(Op op, char const* name, std::string const& backend, DeviceInfo const& device,
+                                    DType dtype, int head_dim, Params const& params) {
   TORCH_CHECK(device.major >= 8, "flashcute.", name, ": flashcute needs an NVIDIA GPU of compute capability 8.0 or "
               "newer (Ampere+), got ", device.major, ".", device.minor);
   TORCH_CHECK(backend == "auto" || backend == "sm80" || backend == "sm90", "flashcute.", name,
@@ -128,8 +131,8 @@ Kernel<Params> const& choose_kernel(Op op, std::string const& backend, DeviceInf
   }
   Arch const arch = backend == "sm90" ? Arch::kSm90 : Arch::kSm80;
   auto const* kernel = find_kernel<Params>(op, arch, dtype, head_dim);
-  TORCH_CHECK(kernel != nullptr || op != Op::kBwd || arch != Arch::kSm90, "flashcute.bwd: backend 'sm90' has no "
-              "backward kernels yet (the SM90 backward is planned); use backend='sm80' or 'auto'");
+  TORCH_CHECK(kernel != nullptr || op != Op::kBwd || arch != Arch::kSm90, "flashcute.", name, ": backend 'sm90' has "
+              "no backward kernels yet (the SM90 backward is planned); use backend='sm80' or 'auto'");
   TORCH_CHECK(kernel != nullptr, "flashcute.", name, ": no ", arch_name(arch), " kernel for ", dtype_name(dtype),
               " with head_dim ", head_dim, " is in this build (built kernels: ", built_kernel_list<Params>(),
               "); rebuild without FLASHCUTE_DTYPES / FLASHCUTE_HDIMS restrictions",
@@ -158,11 +161,10 @@ struct QKVShape {
   int64_t batch, seqlen_q, heads_q, head_dim, seqlen_k, heads_kv;
 };
 
-// The checks fwd and bwd share: q, k, v themselves and the options. Returns their shape.
-QKVShape check_qkv(char const* op, at::Tensor const& q, at::Tensor const& k, at::Tensor const& v) {
-  check_tensor(op, q, "q", "(batch, seqlen_q, heads_q, head_dim)");
-  check_tensor(op, k, "k", "(batch, seqlen_k, heads_kv, head_dim)");
-  check_tensor(op, v, "v", "(batch, seqlen_k, heads_kv, head_dim)");
+// The checks every op shares on q, k, v, whose ranks check_tensor has checked: dtypes, devices, and the shape s
+// read from them (batch and seqlens from the caller for packed batches).
+void check_qkv_agree(char const* op, at::Tensor const& q, at::Tensor const& k, at::Tensor const& v,
+                     QKVShape const& s) {
   TORCH_CHECK(k.device() == q.device() && v.device() == q.device(), "flashcute.", op,
               ": q, k and v must be on one device, got ", q.device(), ", ", k.device(), " and ", v.device());
   auto const dtype = q.scalar_type();
@@ -174,12 +176,8 @@ QKVShape check_qkv(char const* op, at::Tensor const& q, at::Tensor const& k, at:
               "), got ", dtype_name(v.scalar_type()));
   TORCH_CHECK(k.sizes() == v.sizes(), "flashcute.", op, ": k and v must have the same shape, got k ", k.sizes(),
               " and v ", v.sizes());
-
-  QKVShape const s{q.size(0), q.size(1), q.size(2), q.size(3), k.size(1), k.size(2)};
-  TORCH_CHECK(k.size(0) == s.batch, "flashcute.", op, ": k must have the batch size of q (", s.batch, "), got ",
-              k.size(0));
-  TORCH_CHECK(k.size(3) == s.head_dim, "flashcute.", op, ": k must have the head_dim of q (", s.head_dim, "), got ",
-              k.size(3));
+  TORCH_CHECK(k.size(-1) == s.head_dim, "flashcute.", op, ": k must have the head_dim of q (", s.head_dim, "), got ",
+              k.size(-1));
   TORCH_CHECK(s.head_dim > 0 && s.head_dim % 8 == 0 && s.head_dim <= 256, "flashcute.", op,
               ": head_dim must be a multiple of 8 between 8 and 256, got ", s.head_dim);
   TORCH_CHECK(s.heads_kv > 0 && s.heads_q % s.heads_kv == 0, "flashcute.", op, ": heads_q (", s.heads_q,
@@ -188,6 +186,60 @@ QKVShape check_qkv(char const* op, at::Tensor const& q, at::Tensor const& k, at:
               ": batch and heads_q must be at most 65535, got ", s.batch, " and ", s.heads_q);
   TORCH_CHECK(s.seqlen_q < (int64_t(1) << 31) && s.seqlen_k < (int64_t(1) << 31), "flashcute.", op,
               ": sequence lengths must be below 2^31");
+}
+
+// Fixed-length batches: q (batch, seqlen_q, heads_q, head_dim), k and v (batch, seqlen_k, heads_kv, head_dim).
+QKVShape check_qkv(char const* op, at::Tensor const& q, at::Tensor const& k, at::Tensor const& v) {
+  check_tensor(op, q, "q", "(batch, seqlen_q, heads_q, head_dim)");
+  check_tensor(op, k, "k", "(batch, seqlen_k, heads_kv, head_dim)");
+  check_tensor(op, v, "v", "(batch, seqlen_k, heads_kv, head_dim)");
+  QKVShape const s{q.size(0), q.size(1), q.size(2), q.size(3), k.size(1), k.size(2)};
+  TORCH_CHECK(k.size(0) == s.batch, "flashcute.", op, ": k must have the batch size of q (", s.batch, "), got ",
+              k.size(0));
+  check_qkv_agree(op, q, k, v, s);
+  return s;
+}
+
+// What varlen ops take besides q, k, v: where each sequence's rows are, and the bounds of their lengths.
+struct Varlen {
+  at::Tensor const& cu_seqlens_q;
+  at::Tensor const& cu_seqlens_k;
+  std::optional<at::Tensor> const& seqused_k;
+  int64_t max_seqlen_q, max_seqlen_k;
+};
+
+void check_index_tensor(char const* op, at::Tensor const& t, char const* name, int64_t length, char const* shape,
+                        at::Tensor const& q) {
+  TORCH_CHECK(t.is_cuda() && t.device() == q.device(), "flashcute.", op, ": ", name,
+              " must be a CUDA tensor on q's device (", q.device(), "), got a tensor on ", t.device());
+  TORCH_CHECK(t.scalar_type() == at::kInt, "flashcute.", op, ": ", name, " must have dtype int32, got ",
+              dtype_name(t.scalar_type()));
+  TORCH_CHECK(t.dim() == 1 && (length < 0 || t.size(0) == length), "flashcute.", op, ": ", name, " must have shape ",
+              shape, ", got ", t.sizes());
+  TORCH_CHECK(t.is_contiguous(), "flashcute.", op, ": ", name, " must be contiguous; call .contiguous() on it");
+}
+
+// Packed batches: q (total_q, heads_q, head_dim), k and v (total_k, heads_kv, head_dim); cu_seqlens_q/k int32
+// (batch + 1); seqused_k int32 (batch). What needs the values of cu_seqlens (their order, their last entry, the
+// lengths against max_seqlen) is not checked, which would need a host synchronisation: common/seqlen.h clamps
+// instead, so that no kernel reads or writes outside the tensors.
+QKVShape check_qkv_varlen(char const* op, at::Tensor const& q, at::Tensor const& k, at::Tensor const& v,
+                          Varlen const& varlen) {
+  check_tensor(op, q, "q", "(total_q, heads_q, head_dim)", 3);
+  check_tensor(op, k, "k", "(total_k, heads_kv, head_dim)", 3);
+  check_tensor(op, v, "v", "(total_k, heads_kv, head_dim)", 3);
+  check_index_tensor(op, varlen.cu_seqlens_q, "cu_seqlens_q", -1, "(batch + 1,)", q);
+  int64_t const batch = varlen.cu_seqlens_q.size(0) - 1;
+  TORCH_CHECK(batch >= 0, "flashcute.", op, ": cu_seqlens_q must have batch + 1 >= 1 entries, got none");
+  check_index_tensor(op, varlen.cu_seqlens_k, "cu_seqlens_k", batch + 1,
+                     "(batch + 1,), the length of cu_seqlens_q", q);
+  if (varlen.seqused_k) { check_index_tensor(op, *varlen.seqused_k, "seqused_k", batch, "(batch,)", q); }
+  TORCH_CHECK(varlen.max_seqlen_q >= 0 && varlen.max_seqlen_k >= 0, "flashcute.", op,
+              ": max_seqlen_q and max_seqlen_k must be >= 0, got ", varlen.max_seqlen_q, " and ", varlen.max_seqlen_k);
+  TORCH_CHECK(q.size(0) < (int64_t(1) << 31) && k.size(0) < (int64_t(1) << 31), "flashcute.", op,
+              ": total_q and total_k must be below 2^31");
+  QKVShape const s{batch, varlen.max_seqlen_q, q.size(1), q.size(2), varlen.max_seqlen_k, k.size(1)};
+  check_qkv_agree(op, q, k, v, s);
   return s;
 }
 
@@ -200,7 +252,16 @@ double check_softmax_scale(char const* op, std::optional<double> softmax_scale, 
   return scale;
 }
 
-// The params both ops fill alike: q, k, v, the output o (fwd: written; bwd: read), the LSE, shapes and mask.
+// (batch, row, head) strides of a (batch, seqlen, heads, head_dim) tensor, or of a packed (total, heads, head_dim)
+// one (no batch stride: common/seqlen.h finds a sequence's rows from cu_seqlens).
+void set_strides(at::Tensor const& t, int64_t& batch_stride, int64_t& row_stride, int64_t& head_stride) {
+  bool const packed = t.dim() == 3;
+  batch_stride = packed ? 0 : t.stride(0);
+  row_stride = t.stride(packed ? 0 : 1);
+  head_stride = t.stride(packed ? 1 : 2);
+}
+
+// The params every op fills alike: q, k, v, the output o (fwd: written; bwd: read), the LSE, shapes and mask.
 void fill_attn_params(AttnParams& params, QKVShape const& s, at::Tensor const& q, at::Tensor const& k,
                       at::Tensor const& v, at::Tensor const& out, at::Tensor const& lse, double scale, bool causal,
                       bool causal_top_left, int num_sms) {
@@ -209,10 +270,10 @@ void fill_attn_params(AttnParams& params, QKVShape const& s, at::Tensor const& q
   params.v_ptr = v.data_ptr();
   params.o_ptr = out.data_ptr();
   params.lse_ptr = lse.data_ptr<float>();
-  params.q_batch_stride = q.stride(0), params.q_row_stride = q.stride(1), params.q_head_stride = q.stride(2);
-  params.k_batch_stride = k.stride(0), params.k_row_stride = k.stride(1), params.k_head_stride = k.stride(2);
-  params.v_batch_stride = v.stride(0), params.v_row_stride = v.stride(1), params.v_head_stride = v.stride(2);
-  params.o_batch_stride = out.stride(0), params.o_row_stride = out.stride(1), params.o_head_stride = out.stride(2);
+  set_strides(q, params.q_batch_stride, params.q_row_stride, params.q_head_stride);
+  set_strides(k, params.k_batch_stride, params.k_row_stride, params.k_head_stride);
+  set_strides(v, params.v_batch_stride, params.v_row_stride, params.v_head_stride);
+  set_strides(out, params.o_batch_stride, params.o_row_stride, params.o_head_stride);
   params.batch = int(s.batch);
   params.heads_q = int(s.heads_q);
   params.heads_kv = int(s.heads_kv);
@@ -227,7 +288,141 @@ void fill_attn_params(AttnParams& params, QKVShape const& s, at::Tensor const& q
   params.num_sms = num_sms;
 }
 
+void fill_varlen_params(AttnParams& params, Varlen const& varlen, at::Tensor const& q, at::Tensor const& k) {
+  params.cu_seqlens_q = varlen.cu_seqlens_q.data_ptr<int>();
+  params.cu_seqlens_k = varlen.cu_seqlens_k.data_ptr<int>();
+  params.seqused_k = varlen.seqused_k ? varlen.seqused_k->data_ptr<int>() : nullptr;
+  params.total_q = int(q.size(0));
+  params.total_k = int(k.size(0));
+}
+
 DType kernel_dtype(at::Tensor const& q) { return q.scalar_type() == at::kBFloat16 ? DType::kBFloat16 : DType::kFloat16; }
+
+}  // namespace
+
+namespace {
+
+// The forward of fwd and fwd_varlen, after their checks: out and lse allocated in q's layout (varlen: packed),
+// the params filled, the kernel chosen and launched.
+std::tuple<at::Tensor, at::Tensor> run_fwd(char const* op, QKVShape const& s, at::Tensor const& q, at::Tensor const& k,
+                                           at::Tensor const& v, double scale, bool causal, bool causal_top_left,
+                                           std::string const& backend, Varlen const* varlen) {
+  c10::cuda::CUDAGuard device_guard(q.device());
+  DeviceInfo const device = device_info(q.get_device());
+
+  at::Tensor out = at::empty(q.sizes(), q.options());
+  at::Tensor lse = varlen ? at::empty({s.heads_q, q.size(0)}, q.options().dtype(at::kFloat))
+                          : at::empty({s.batch, s.heads_q, s.seqlen_q}, q.options().dtype(at::kFloat));
+
+  FwdParams params{};
+  fill_attn_params(params, s, q, k, v, out, lse, scale, causal, causal_top_left, device.num_sms);
+  if (varlen) { fill_varlen_params(params, *varlen, q, k); }
+
+  // Chosen (and its errors raised) before the early returns, so a bad backend fails on every shape.
+  Kernel<FwdParams> const& kernel = choose_kernel(Op::kFwd, op, backend, device, kernel_dtype(q), int(s.head_dim), params);
+  if (out.numel() == 0) { return {out, lse}; }
+  if (s.seqlen_k == 0 || s.seqlen_q == 0 || s.batch == 0) {  // no keys, or no rows in any sequence: all empty
+    out.zero_();
+    lse.fill_(-std::numeric_limits<float>::infinity());
+    return {out, lse};
+  }
+  kernel.launch(params, c10::cuda::getCurrentCUDAStream().stream());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {out, lse};
+}
+
+// The backward of bwd and bwd_varlen, after their checks on q, k, v: checks dout, out and lse against q, then
+// allocates the gradients and float32 workspaces (sized per common/seqlen.h SeqInfo) and launches.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> run_bwd(char const* op, QKVShape const& s, at::Tensor const& dout,
+                                                       at::Tensor const& q, at::Tensor const& k, at::Tensor const& v,
+                                                       at::Tensor const& out, at::Tensor const& lse, double scale,
+                                                       bool causal, bool causal_top_left, bool deterministic,
+                                                       std::string const& backend, Varlen const* varlen) {
+  int const rank = varlen ? 3 : 4;
+  char const* const q_dims = varlen ? "(total_q, heads_q, head_dim), like q" : "(batch, seqlen_q, heads_q, head_dim), like q";
+  check_tensor(op, dout, "dout", q_dims, rank);
+  check_tensor(op, out, "out", q_dims, rank);
+  for (auto const& [t, name] : {std::pair{&dout, "dout"}, std::pair{&out, "out"}}) {
+    TORCH_CHECK(t->device() == q.device(), "flashcute.", op, ": ", name, " must be on q's device (", q.device(),
+                "), got ", t->device());
+    TORCH_CHECK(t->scalar_type() == q.scalar_type(), "flashcute.", op, ": ", name, " must have q's dtype (",
+                dtype_name(q.scalar_type()), "), got ", dtype_name(t->scalar_type()));
+    TORCH_CHECK(t->sizes() == q.sizes(), "flashcute.", op, ": ", name, " must have q's shape ", q.sizes(), ", got ",
+                t->sizes());
+  }
+  TORCH_CHECK(lse.is_cuda() && lse.device() == q.device(), "flashcute.", op, ": lse must be on q's device (",
+              q.device(), "), got ", lse.device());
+  TORCH_CHECK(lse.scalar_type() == at::kFloat, "flashcute.", op,
+              ": lse must have dtype float32 (as the forward returns it), got ", dtype_name(lse.scalar_type()));
+  std::vector<int64_t> const lse_shape = varlen ? std::vector<int64_t>{s.heads_q, q.size(0)}
+                                                : std::vector<int64_t>{s.batch, s.heads_q, s.seqlen_q};
+  TORCH_CHECK(lse.sizes() == at::IntArrayRef(lse_shape), "flashcute.", op, ": lse must have shape ",
+              varlen ? "(heads_q, total_q) = " : "(batch, heads_q, seqlen_q) = ", at::IntArrayRef(lse_shape),
+              ", got ", lse.sizes());
+  at::Tensor const lse_rows = lse.contiguous();  // the kernels read it as contiguous rows
+
+  c10::cuda::CUDAGuard device_guard(q.device());
+  DeviceInfo const device = device_info(q.get_device());
+
+  // Keys that no sequence uses (seqused_k) get no gradient from the kernels: zeros.
+  bool const unused_keys = varlen && varlen->seqused_k;
+  at::Tensor dq = at::empty(q.sizes(), q.options());
+  at::Tensor dk = unused_keys ? at::zeros(k.sizes(), k.options()) : at::empty(k.sizes(), k.options());
+  at::Tensor dv = unused_keys ? at::zeros(v.sizes(), v.options()) : at::empty(v.sizes(), v.options());
+
+  BwdParams params{};
+  fill_attn_params(params, s, q, k, v, out, lse_rows, scale, causal, causal_top_left, device.num_sms);
+  if (varlen) { fill_varlen_params(params, *varlen, q, k); }
+  params.do_ptr = dout.data_ptr();
+  set_strides(dout, params.do_batch_stride, params.do_row_stride, params.do_head_stride);
+  params.dq_ptr = dq.data_ptr(), params.dk_ptr = dk.data_ptr(), params.dv_ptr = dv.data_ptr();
+  set_strides(dq, params.dq_batch_stride, params.dq_row_stride, params.dq_head_stride);
+  set_strides(dk, params.dk_batch_stride, params.dk_row_stride, params.dk_head_stride);
+  set_strides(dv, params.dv_batch_stride, params.dv_row_stride, params.dv_head_stride);
+
+  Kernel<BwdParams> const& kernel = choose_kernel(Op::kBwd, op, backend, device, kernel_dtype(q), int(s.head_dim), params);
+  if (s.seqlen_q == 0 || s.seqlen_k == 0 || s.heads_q == 0 || s.batch == 0) {  // nothing flows anywhere
+    dq.zero_(), dk.zero_(), dv.zero_();
+    return {dq, dk, dv};
+  }
+
+  // float32 workspaces (common/params.h BwdParams), freed when this call returns (stream-ordered allocator). Rows
+  // per head, as common/seqlen.h SeqInfo places the sequences in them.
+  auto const accum_rows = [&](int64_t seqlen, int64_t total) {
+    return varlen ? SeqInfo::accum_rows_varlen(total, int(s.batch)) : SeqInfo::round_up_accum_rows(seqlen);
+  };
+  auto const semaphores = [&](int64_t seqlen, int64_t total) {
+    return varlen ? SeqInfo::semaphores_varlen(total, int(s.batch)) : SeqInfo::semaphores_for(seqlen);
+  };
+  int64_t const sequences = varlen ? 1 : s.batch;  // fixed length: (batch, heads, rows); varlen: (heads, rows)
+  auto const f32 = q.options().dtype(at::kFloat);
+  int64_t const kernel_head_dim = kernel.key.head_dim;
+  at::Tensor dq_accum = at::empty({sequences, s.heads_q, accum_rows(s.seqlen_q, q.size(0)) * kernel_head_dim}, f32);
+  at::Tensor dsoftmax_sum = at::empty(lse_rows.sizes(), f32);
+  params.dq_accum_ptr = dq_accum.data_ptr<float>();
+  params.dsoftmax_sum_ptr = dsoftmax_sum.data_ptr<float>();
+  bool const grouped = s.heads_q != s.heads_kv;
+  at::Tensor dk_accum, dv_accum, dq_semaphore, dkv_semaphore;
+  if (grouped) {
+    int64_t const rows = accum_rows(s.seqlen_k, k.size(0)) * kernel_head_dim;
+    dk_accum = at::zeros({sequences, s.heads_kv, rows}, f32);
+    dv_accum = at::zeros({sequences, s.heads_kv, rows}, f32);
+    params.dk_accum_ptr = dk_accum.data_ptr<float>();
+    params.dv_accum_ptr = dv_accum.data_ptr<float>();
+  }
+  if (deterministic) {
+    auto const i32 = q.options().dtype(at::kInt);
+    dq_semaphore = at::zeros({sequences, s.heads_q, semaphores(s.seqlen_q, q.size(0))}, i32);
+    params.dq_semaphore = dq_semaphore.data_ptr<int>();
+    if (grouped) {
+      dkv_semaphore = at::zeros({sequences, s.heads_kv, semaphores(s.seqlen_k, k.size(0))}, i32);
+      params.dkv_semaphore = dkv_semaphore.data_ptr<int>();
+    }
+  }
+  kernel.launch(params, c10::cuda::getCurrentCUDAStream().stream());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {dq, dk, dv};
+}
 
 }  // namespace
 
@@ -237,28 +432,21 @@ std::tuple<at::Tensor, at::Tensor> fwd(at::Tensor const& q, at::Tensor const& k,
                                        c10::string_view backend, bool /*deterministic*/) {
   QKVShape const s = check_qkv("fwd", q, k, v);
   double const scale = check_softmax_scale("fwd", softmax_scale, s.head_dim);
+  return run_fwd("fwd", s, q, k, v, scale, causal, causal_top_left, std::string(backend), nullptr);
+}
 
-  c10::cuda::CUDAGuard device_guard(q.device());
-  DeviceInfo const device = device_info(q.get_device());
-
-  at::Tensor out = at::empty({s.batch, s.seqlen_q, s.heads_q, s.head_dim}, q.options());
-  at::Tensor lse = at::empty({s.batch, s.heads_q, s.seqlen_q}, q.options().dtype(at::kFloat));
-
-  FwdParams params{};
-  fill_attn_params(params, s, q, k, v, out, lse, scale, causal, causal_top_left, device.num_sms);
-
-  // Chosen (and its errors raised) before the early returns, so a bad backend fails on every shape.
-  Kernel<FwdParams> const& kernel =
-      choose_kernel(Op::kFwd, std::string(backend), device, kernel_dtype(q), int(s.head_dim), params);
-  if (out.numel() == 0) { return {out, lse}; }
-  if (s.seqlen_k == 0) {  // no keys at all: every row is empty
-    out.zero_();
-    lse.fill_(-std::numeric_limits<float>::infinity());
-    return {out, lse};
-  }
-  kernel.launch(params, c10::cuda::getCurrentCUDAStream().stream());
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return {out, lse};
+// Packed sequences: out (total_q, heads_q, head_dim), lse (heads_q, total_q); causal aligns each sequence's
+// diagonal bottom-right.
+std::tuple<at::Tensor, at::Tensor> fwd_varlen(at::Tensor const& q, at::Tensor const& k, at::Tensor const& v,
+                                              at::Tensor const& cu_seqlens_q, at::Tensor const& cu_seqlens_k,
+                                              int64_t max_seqlen_q, int64_t max_seqlen_k,
+                                              std::optional<double> softmax_scale, bool causal,
+                                              std::optional<at::Tensor> const& seqused_k, c10::string_view backend,
+                                              bool /*deterministic*/) {
+  Varlen const varlen{cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k};
+  QKVShape const s = check_qkv_varlen("fwd_varlen", q, k, v, varlen);
+  double const scale = check_softmax_scale("fwd_varlen", softmax_scale, s.head_dim);
+  return run_fwd("fwd_varlen", s, q, k, v, scale, causal, false, std::string(backend), &varlen);
 }
 
 // dout and out: like q; lse: (batch, heads_q, seqlen_q) float32, as fwd returned them. Returns (dq, dk, dv),
@@ -269,77 +457,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> bwd(at::Tensor const& dout, at::T
                                                    bool causal_top_left, bool deterministic, c10::string_view backend) {
   QKVShape const s = check_qkv("bwd", q, k, v);
   double const scale = check_softmax_scale("bwd", softmax_scale, s.head_dim);
-  check_tensor("bwd", dout, "dout", "(batch, seqlen_q, heads_q, head_dim), like q");
-  check_tensor("bwd", out, "out", "(batch, seqlen_q, heads_q, head_dim), as fwd returned it");
-  for (auto const& [t, name] : {std::pair{&dout, "dout"}, std::pair{&out, "out"}}) {
-    TORCH_CHECK(t->device() == q.device(), "flashcute.bwd: ", name, " must be on q's device (", q.device(), "), got ",
-                t->device());
-    TORCH_CHECK(t->scalar_type() == q.scalar_type(), "flashcute.bwd: ", name, " must have q's dtype (",
-                dtype_name(q.scalar_type()), "), got ", dtype_name(t->scalar_type()));
-    TORCH_CHECK(t->sizes() == q.sizes(), "flashcute.bwd: ", name, " must have q's shape ", q.sizes(), ", got ",
-                t->sizes());
-  }
-  TORCH_CHECK(lse.is_cuda() && lse.device() == q.device(), "flashcute.bwd: lse must be on q's device (", q.device(),
-              "), got ", lse.device());
-  TORCH_CHECK(lse.scalar_type() == at::kFloat, "flashcute.bwd: lse must have dtype float32 (as fwd returns it), got ",
-              dtype_name(lse.scalar_type()));
-  TORCH_CHECK(lse.dim() == 3 && lse.size(0) == s.batch && lse.size(1) == s.heads_q && lse.size(2) == s.seqlen_q,
-              "flashcute.bwd: lse must have shape (batch, heads_q, seqlen_q) = (", s.batch, ", ", s.heads_q, ", ",
-              s.seqlen_q, "), got ", lse.sizes());
-  at::Tensor const lse_rows = lse.contiguous();  // the kernels read it as (batch, heads_q, seqlen_q) rows
+  return run_bwd("bwd", s, dout, q, k, v, out, lse, scale, causal, causal_top_left, deterministic,
+                 std::string(backend), nullptr);
+}
 
-  c10::cuda::CUDAGuard device_guard(q.device());
-  DeviceInfo const device = device_info(q.get_device());
-
-  at::Tensor dq = at::empty({s.batch, s.seqlen_q, s.heads_q, s.head_dim}, q.options());
-  at::Tensor dk = at::empty({s.batch, s.seqlen_k, s.heads_kv, s.head_dim}, q.options());
-  at::Tensor dv = at::empty({s.batch, s.seqlen_k, s.heads_kv, s.head_dim}, q.options());
-
-  BwdParams params{};
-  fill_attn_params(params, s, q, k, v, out, lse_rows, scale, causal, causal_top_left, device.num_sms);
-  params.do_ptr = dout.data_ptr();
-  params.do_batch_stride = dout.stride(0), params.do_row_stride = dout.stride(1), params.do_head_stride = dout.stride(2);
-  params.dq_ptr = dq.data_ptr(), params.dk_ptr = dk.data_ptr(), params.dv_ptr = dv.data_ptr();
-  params.dq_batch_stride = dq.stride(0), params.dq_row_stride = dq.stride(1), params.dq_head_stride = dq.stride(2);
-  params.dk_batch_stride = dk.stride(0), params.dk_row_stride = dk.stride(1), params.dk_head_stride = dk.stride(2);
-  params.dv_batch_stride = dv.stride(0), params.dv_row_stride = dv.stride(1), params.dv_head_stride = dv.stride(2);
-
-  Kernel<BwdParams> const& kernel =
-      choose_kernel(Op::kBwd, std::string(backend), device, kernel_dtype(q), int(s.head_dim), params);
-  if (s.seqlen_q == 0 || s.seqlen_k == 0 || s.heads_q == 0 || s.batch == 0) {  // nothing flows anywhere
-    dq.zero_(), dk.zero_(), dv.zero_();
-    return {dq, dk, dv};
-  }
-
-  // float32 workspaces (common/params.h BwdParams), freed when this call returns (stream-ordered allocator).
-  auto const f32 = q.options().dtype(at::kFloat);
-  auto const accum_rows = [](int64_t rows) { return (rows + kBwdAccumRowAlign - 1) / kBwdAccumRowAlign * kBwdAccumRowAlign; };
-  int64_t const kernel_head_dim = kernel.key.head_dim;
-  at::Tensor dq_accum = at::empty({s.batch, s.heads_q, accum_rows(s.seqlen_q) * kernel_head_dim}, f32);
-  at::Tensor dsoftmax_sum = at::empty({s.batch, s.heads_q, s.seqlen_q}, f32);
-  params.dq_accum_ptr = dq_accum.data_ptr<float>();
-  params.dsoftmax_sum_ptr = dsoftmax_sum.data_ptr<float>();
-  bool const grouped = s.heads_q != s.heads_kv;
-  at::Tensor dk_accum, dv_accum, dq_semaphore, dkv_semaphore;
-  if (grouped) {
-    dk_accum = at::zeros({s.batch, s.heads_kv, accum_rows(s.seqlen_k) * kernel_head_dim}, f32);
-    dv_accum = at::zeros({s.batch, s.heads_kv, accum_rows(s.seqlen_k) * kernel_head_dim}, f32);
-    params.dk_accum_ptr = dk_accum.data_ptr<float>();
-    params.dv_accum_ptr = dv_accum.data_ptr<float>();
-  }
-  if (deterministic) {
-    auto const blocks = [](int64_t rows) { return (rows + kBwdSemaphoreRows - 1) / kBwdSemaphoreRows; };
-    auto const i32 = q.options().dtype(at::kInt);
-    dq_semaphore = at::zeros({s.batch, s.heads_q, blocks(s.seqlen_q)}, i32);
-    params.dq_semaphore = dq_semaphore.data_ptr<int>();
-    if (grouped) {
-      dkv_semaphore = at::zeros({s.batch, s.heads_kv, blocks(s.seqlen_k)}, i32);
-      params.dkv_semaphore = dkv_semaphore.data_ptr<int>();
-    }
-  }
-  kernel.launch(params, c10::cuda::getCurrentCUDAStream().stream());
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return {dq, dk, dv};
+// dout and out: like q; lse: (heads_q, total_q) float32, as fwd_varlen returned them.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> bwd_varlen(
+    at::Tensor const& dout, at::Tensor const& q, at::Tensor const& k, at::Tensor const& v, at::Tensor const& out,
+    at::Tensor const& lse, at::Tensor const& cu_seqlens_q, at::Tensor const& cu_seqlens_k, int64_t max_seqlen_q,
+    int64_t max_seqlen_k, std::optional<double> softmax_scale, bool causal, std::optional<at::Tensor> const& seqused_k,
+    bool deterministic, c10::string_view backend) {
+  Varlen const varlen{cu_seqlens_q, cu_seqlens_k, seqused_k, max_seqlen_q, max_seqlen_k};
+  QKVShape const s = check_qkv_varlen("bwd_varlen", q, k, v, varlen);
+  double const scale = check_softmax_scale("bwd_varlen", softmax_scale, s.head_dim);
+  return run_bwd("bwd_varlen", s, dout, q, k, v, out, lse, scale, causal, false, deterministic, std::string(backend),
+                 &varlen);
 }
 
 std::vector<std::string> built_kernels() {
@@ -356,6 +488,8 @@ TORCH_LIBRARY_FRAGMENT(flashcute, m) { m.def("built_kernels() -> str[]", &built_
 TORCH_LIBRARY_IMPL(flashcute, CUDA, m) {
   m.impl("fwd", &fwd);
   m.impl("bwd", &bwd);
+  m.impl("fwd_varlen", &fwd_varlen);
+  m.impl("bwd_varlen", &bwd_varlen);
 }
 
 }  // namespace flashcute

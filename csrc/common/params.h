@@ -15,7 +15,7 @@ struct AttnParams {
   const void* __restrict__ k_ptr;
   const void* __restrict__ v_ptr;
   void* __restrict__ o_ptr;
-  float* __restrict__ lse_ptr;  // (batch, heads_q, seqlen_q), contiguous
+  float* __restrict__ lse_ptr;  // (batch, heads_q, seqlen_q), or (heads_q, total_q) with varlen; contiguous
 
   // Strides in elements. 64-bit: batch * seqlen * heads * head_dim can pass 2^31.
   int64_t q_batch_stride, q_row_stride, q_head_stride;
@@ -23,10 +23,19 @@ struct AttnParams {
   int64_t v_batch_stride, v_row_stride, v_head_stride;
   int64_t o_batch_stride, o_row_stride, o_head_stride;
 
+  // Variable-length batches: q, k, v and o are packed (total, heads, head_dim) tensors, and sequence b holds rows
+  // cu_seqlens_q[b]..cu_seqlens_q[b + 1] of q and o (cu_seqlens_k: of k and v), of which seqused_k (if set) keeps
+  // the first seqused_k[b] keys. seqlen_q / seqlen_k are then the caller's maximum lengths (they size the grid),
+  // total_q / total_k the packed rows, and the batch strides unused. Null for fixed-length batches.
+  const int* __restrict__ cu_seqlens_q;
+  const int* __restrict__ cu_seqlens_k;
+  const int* __restrict__ seqused_k;
+  int total_q, total_k;
+
   int batch;
   int heads_q;
   int heads_kv;       // heads_q % heads_kv == 0; query head h reads key/value head h / (heads_q / heads_kv)
-  int seqlen_q;       // per batch: common/seqlen.h SeqInfo gives each tile its batch's lengths and offsets
+  int seqlen_q;       // per sequence: common/seqlen.h SeqInfo gives each tile its sequence's lengths and offsets
   int seqlen_k;
   int head_dim;       // the caller's head dim (multiple of 8, <= the kernel's instantiated kHeadDim)
 
@@ -59,9 +68,9 @@ struct BwdParams : AttnParams {
   int64_t dv_batch_stride, dv_row_stride, dv_head_stride;
 
   // float32 accumulators, zeroed before use (dq_accum by the preprocess, dk_accum / dv_accum by the caller;
-  // those two are null without GQA: dK and dV then go straight to dk_ptr / dv_ptr). Per (batch, head): seqlen
-  // rounded up to kBwdAccumRowAlign rows of the kernel's instantiated head dim, each CTA's block of rows in its
-  // gemm's register order (sm80/gmem.h accum_block). D is (batch, heads_q, seqlen_q).
+  // those two are null without GQA: dK and dV then go straight to dk_ptr / dv_ptr). Rows of the kernel's
+  // instantiated head dim, per sequence and head as common/seqlen.h SeqInfo places them, each CTA's block of rows
+  // in its gemm's register order (sm80/gmem.h accum_block). D is laid out like the LSE.
   float* __restrict__ dq_accum_ptr;
   float* __restrict__ dk_accum_ptr;
   float* __restrict__ dv_accum_ptr;
@@ -70,8 +79,8 @@ struct BwdParams : AttnParams {
   // Deterministic mode: the float32 additions into dq_accum (and dk_accum / dv_accum) happen in a fixed order,
   // each CTA waiting its turn on a counter per (batch, head, row block of kBwdSemaphoreRows rows), zeroed by the
   // caller. Null otherwise (atomics in any order).
-  int* __restrict__ dq_semaphore;   // (batch, heads_q, ceil(seqlen_q / kBwdSemaphoreRows))
-  int* __restrict__ dkv_semaphore;  // (batch, heads_kv, ceil(seqlen_k / kBwdSemaphoreRows)), GQA only
+  int* __restrict__ dq_semaphore;   // heads_q x SeqInfo::q_semaphores() per sequence block (common/seqlen.h)
+  int* __restrict__ dkv_semaphore;  // heads_kv x SeqInfo::k_semaphores(), GQA only
 };
 
 // The semaphores are sized for row blocks of this many rows; the kernels' blocks are at least as tall.

@@ -1,10 +1,15 @@
 // Sequence information of one batch entry, shared by every kernel and op: where its rows start in Q/K/V/O and
 // the LSE, and how many there are. Fixed-length batches read seqlen_q/seqlen_k and the batch strides of the
-// params; per-sequence lengths (cu_seqlens, KV-cache lengths) change only this struct.
+// params; variable-length (packed) batches read each sequence's rows from cu_seqlens (and seqused_k). Nothing
+// else in a kernel knows which of the two it runs.
 //
 // Accessors read the params where they are asked for, rather than copying them into members: the params sit
 // in constant (kernel-parameter) memory, which the register-bound SM80 kernels read at no register cost (copies
 // held in registers across the mainloop cost them spills: benchmarks/notes.md#d-seqinfo-accessors).
+//
+// Malformed cu_seqlens (decreasing, or past the packed rows) cannot be checked without a host synchronisation:
+// the starts and lengths are clamped to the packed tensors, so such input gives wrong rows but never an access
+// outside q, k, v, out, the LSE or the workspaces.
 #pragma once
 
 #include <cstdint>
@@ -19,32 +24,98 @@ struct SeqInfo {
 
   __host__ __device__ SeqInfo(AttnParams const& p, int b) : params(p), batch(b) {}
 
-  __host__ __device__ int seqlen_q() const { return params.seqlen_q; }
-  __host__ __device__ int seqlen_k() const { return params.seqlen_k; }
-  // Key j is visible to query i iff j <= i + causal_offset() (causal only).
-  __host__ __device__ int causal_offset() const { return params.causal_offset; }
-  // Elements to this batch's row 0 (head 0) of a tensor with Q's rows (Q, O, dO, dQ) or K's rows (K, V, dK, dV).
-  __host__ __device__ int64_t q_rows_offset(int64_t batch_stride) const { return batch * batch_stride; }
-  __host__ __device__ int64_t k_rows_offset(int64_t batch_stride) const { return batch * batch_stride; }
-  __host__ __device__ int64_t q_offset() const { return q_rows_offset(params.q_batch_stride); }
-  __host__ __device__ int64_t k_offset() const { return k_rows_offset(params.k_batch_stride); }
-  __host__ __device__ int64_t v_offset() const { return k_rows_offset(params.v_batch_stride); }
-  __host__ __device__ int64_t o_offset() const { return q_rows_offset(params.o_batch_stride); }
-  // The LSE is (batch, heads_q, seqlen_q): this batch's (head 0, row 0), and the stride between heads. The
-  // backward's D is laid out alike.
-  __host__ __device__ int64_t lse_offset() const { return int64_t(batch) * params.heads_q * params.seqlen_q; }
-  __host__ __device__ int64_t lse_head_stride() const { return params.seqlen_q; }
-  // The backward's float32 accumulators (common/params.h BwdParams): rows per head, and this batch's first row,
-  // for dQ's (heads_q) and, with GQA, dK's and dV's (heads_kv).
-  __host__ __device__ int q_accum_rows() const { return round_up_accum_rows(params.seqlen_q); }
-  __host__ __device__ int k_accum_rows() const { return round_up_accum_rows(params.seqlen_k); }
-  __host__ __device__ int64_t q_accum_offset() const { return int64_t(batch) * params.heads_q * q_accum_rows(); }
-  __host__ __device__ int64_t k_accum_offset() const { return int64_t(batch) * params.heads_kv * k_accum_rows(); }
+  __host__ __device__ bool varlen() const { return params.cu_seqlens_q != nullptr; }
+  // This sequence's first row in the packed q (k) tensor (varlen only).
+  __host__ __device__ int q_start() const { return clamp_row(params.cu_seqlens_q[batch], params.total_q); }
+  __host__ __device__ int k_start() const { return clamp_row(params.cu_seqlens_k[batch], params.total_k); }
 
- private:
-  __host__ __device__ static int round_up_accum_rows(int rows) {
+  // Rows of the sequence; with varlen at most the max_seqlen the grid was sized for (seqlen_q / seqlen_k).
+  __host__ __device__ int seqlen_q() const {
+    if (!varlen()) { return params.seqlen_q; }
+    int const rows = clamp_row(params.cu_seqlens_q[batch + 1], params.total_q) - q_start();
+    return rows < 0 ? 0 : rows < params.seqlen_q ? rows : params.seqlen_q;
+  }
+  __host__ __device__ int seqlen_k() const {
+    if (!varlen()) { return params.seqlen_k; }
+    int rows = clamp_row(params.cu_seqlens_k[batch + 1], params.total_k) - k_start();
+    if (params.seqused_k != nullptr && params.seqused_k[batch] < rows) { rows = params.seqused_k[batch]; }
+    return rows < 0 ? 0 : rows < params.seqlen_k ? rows : params.seqlen_k;
+  }
+  // Key j is visible to query i iff j <= i + causal_offset() (causal only); varlen aligns each sequence's
+  // diagonal bottom-right.
+  __host__ __device__ int causal_offset() const {
+    return varlen() ? seqlen_k() - seqlen_q() : params.causal_offset;
+  }
+
+  // Elements to this sequence's row 0 (head 0) of a tensor with Q's rows (Q, O, dO, dQ) or K's rows (K, V, dK, dV).
+  __host__ __device__ int64_t q_rows_offset(int64_t batch_stride, int64_t row_stride) const {
+    return varlen() ? int64_t(q_start()) * row_stride : batch * batch_stride;
+  }
+  __host__ __device__ int64_t k_rows_offset(int64_t batch_stride, int64_t row_stride) const {
+    return varlen() ? int64_t(k_start()) * row_stride : batch * batch_stride;
+  }
+  __host__ __device__ int64_t q_offset() const { return q_rows_offset(params.q_batch_stride, params.q_row_stride); }
+  __host__ __device__ int64_t k_offset() const { return k_rows_offset(params.k_batch_stride, params.k_row_stride); }
+  __host__ __device__ int64_t v_offset() const { return k_rows_offset(params.v_batch_stride, params.v_row_stride); }
+  __host__ __device__ int64_t o_offset() const { return q_rows_offset(params.o_batch_stride, params.o_row_stride); }
+  // The LSE is (batch, heads_q, seqlen_q), or (heads_q, total_q) with varlen: this sequence's (head 0, row 0),
+  // and the stride between heads. The backward's D is laid out alike.
+  __host__ __device__ int64_t lse_offset() const {
+    return varlen() ? int64_t(q_start()) : int64_t(batch) * params.heads_q * params.seqlen_q;
+  }
+  __host__ __device__ int64_t lse_head_stride() const { return varlen() ? params.total_q : params.seqlen_q; }
+
+  // The backward's float32 accumulators (common/params.h BwdParams), for dQ's (heads_q) and, with GQA, dK's and
+  // dV's (heads_kv): this sequence's first row, and the rows between heads. Fixed length: (batch, heads, rows
+  // rounded up to kBwdAccumRowAlign). Varlen: (heads, total + batch * kBwdAccumRowAlign), sequence b from row
+  // start + b * kBwdAccumRowAlign, which leaves each sequence its rounded-up rows.
+  __host__ __device__ int64_t q_accum_offset() const {
+    return varlen() ? int64_t(q_start()) + int64_t(batch) * kBwdAccumRowAlign
+                    : int64_t(batch) * params.heads_q * round_up_accum_rows(params.seqlen_q);
+  }
+  __host__ __device__ int64_t k_accum_offset() const {
+    return varlen() ? int64_t(k_start()) + int64_t(batch) * kBwdAccumRowAlign
+                    : int64_t(batch) * params.heads_kv * round_up_accum_rows(params.seqlen_k);
+  }
+  __host__ __device__ int64_t q_accum_rows() const {
+    return varlen() ? accum_rows_varlen(params.total_q, params.batch) : round_up_accum_rows(params.seqlen_q);
+  }
+  __host__ __device__ int64_t k_accum_rows() const {
+    return varlen() ? accum_rows_varlen(params.total_k, params.batch) : round_up_accum_rows(params.seqlen_k);
+  }
+  // The deterministic mode's semaphores (BwdParams dq_semaphore / dkv_semaphore), one per kBwdSemaphoreRows
+  // rows, laid out like the accumulators: this sequence's first, and the count between heads.
+  __host__ __device__ int64_t q_semaphore_offset() const {
+    return varlen() ? q_start() / kBwdSemaphoreRows + batch
+                    : int64_t(batch) * params.heads_q * semaphores_for(params.seqlen_q);
+  }
+  __host__ __device__ int64_t k_semaphore_offset() const {
+    return varlen() ? k_start() / kBwdSemaphoreRows + batch
+                    : int64_t(batch) * params.heads_kv * semaphores_for(params.seqlen_k);
+  }
+  __host__ __device__ int64_t q_semaphores() const {
+    return varlen() ? semaphores_varlen(params.total_q, params.batch) : semaphores_for(params.seqlen_q);
+  }
+  __host__ __device__ int64_t k_semaphores() const {
+    return varlen() ? semaphores_varlen(params.total_k, params.batch) : semaphores_for(params.seqlen_k);
+  }
+
+  // Workspace sizes per head, for the host: rows of an accumulator, and semaphores.
+  __host__ __device__ static int64_t accum_rows_varlen(int64_t total, int batch) {
+    return total + int64_t(batch) * kBwdAccumRowAlign;
+  }
+  __host__ __device__ static int64_t round_up_accum_rows(int64_t rows) {
     return (rows + kBwdAccumRowAlign - 1) / kBwdAccumRowAlign * kBwdAccumRowAlign;
   }
+  __host__ __device__ static int64_t semaphores_for(int64_t rows) {
+    return (rows + kBwdSemaphoreRows - 1) / kBwdSemaphoreRows;
+  }
+  __host__ __device__ static int64_t semaphores_varlen(int64_t total, int batch) {
+    return semaphores_for(total) + batch;
+  }
+
+ private:
+  __host__ __device__ static int clamp_row(int row, int total) { return row < 0 ? 0 : row < total ? row : total; }
 };
 
 }  // namespace flashcute

@@ -36,6 +36,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(__grid_constant_
   int const tidx = threadIdx.x;
   SeqInfo const seq(params, bidb);
   int const kv_row_end = seq.seqlen_k() - n_block * Traits::kBlockN;  // valid rows of this K/V block
+  if (kv_row_end <= 0) { return; }  // past a shorter sequence of a variable-length batch
 
   auto [mQ, mK, mV, mO, mLSE] = make_gmem_tensors<Element>(params, seq, bidh, bidh_kv);
   auto [mdO, mdQ, mdK, mdV] = make_grad_tensors<Element>(params, seq, bidh, bidh_kv);
@@ -72,8 +73,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(__grid_constant_
       return accum_block<Traits::kBlockN, Traits::kHeadDim, Traits::kNThreads>(accum, accum_rows, n_block)(tidx, _);
     };
     int* const turnstile = params.dkv_semaphore == nullptr ? nullptr
-        : params.dkv_semaphore + (int64_t(bidb) * params.heads_kv + bidh_kv) *
-                                     ((seq.seqlen_k() + kBwdSemaphoreRows - 1) / kBwdSemaphoreRows) + n_block;
+        : params.dkv_semaphore + seq.k_semaphore_offset() + int64_t(bidh_kv) * seq.k_semaphores() + n_block;
     BwdEpilogue<Traits>::add(acc_dk, acc_dv, thread_slots(params.dk_accum_ptr), thread_slots(params.dv_accum_ptr),
                              turnstile, bidh % group);
   }

@@ -148,8 +148,7 @@ struct BwdMainloop {
     };
 
     int* const dq_turnstile = params.dq_semaphore == nullptr ? nullptr
-        : params.dq_semaphore + (int64_t(bidb) * params.heads_q + bidh) *
-                                    ((seq.seqlen_q() + kBwdSemaphoreRows - 1) / kBwdSemaphoreRows);
+        : params.dq_semaphore + seq.q_semaphore_offset() + int64_t(bidh) * seq.q_semaphores();
     // The i-th Q block visited. The K/V blocks of a head run side by side; without causal they would all start
     // at Q block 0 and add into the same dQ block at once, so each starts at its own. (Causal ranges already start
     // at the diagonal.) Deterministic mode walks in order: its turnstile lets the K/V blocks add in turn.

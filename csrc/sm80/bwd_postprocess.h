@@ -47,6 +47,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_postprocess_kernel(__gr
                                        : seq.k_accum_offset() + int64_t(bidh) * seq.k_accum_rows();
   auto const& mOut = kGrad == Grad::kDQ ? mdQ : kGrad == Grad::kDK ? mdK : mdV;  // (rows, d)
   int const row_end = (Of::kIsDQ ? seq.seqlen_q() : seq.seqlen_k()) - block * kBlockRows;
+  if (row_end <= 0) { return; }  // past a shorter sequence of a variable-length batch
   float const scale = kGrad == Grad::kDQ ? params.softmax_scale : 1.f;
   Tensor gOut = local_tile(mOut, Shape<Int<kBlockRows>, Int<Traits::kHeadDim>>{}, make_coord(block, 0));
 

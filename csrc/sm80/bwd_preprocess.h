@@ -24,6 +24,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_preprocess_kernel(__gri
   int const tidx = threadIdx.x;
   SeqInfo const seq(params, bidb);
   int const row_end = seq.seqlen_q() - m_block * kBlockM;  // valid rows of this block
+  if (row_end <= 0) { return; }  // past a shorter sequence of a variable-length batch (its rows are never read)
 
   auto [mQ, mK, mV, mO, mLSE] = make_gmem_tensors<Element>(params, seq, bidh, 0);
   auto [mdO, mdQ, mdK, mdV] = make_grad_tensors<Element>(params, seq, bidh, 0);

@@ -38,15 +38,15 @@ CUTE_DEVICE auto make_gmem_tensors(AttnParams const& p, SeqInfo const& seq, int 
 template <class Element>
 CUTE_DEVICE auto make_grad_tensors(BwdParams const& p, SeqInfo const& seq, int head, int head_kv) {
   Tensor mdO = head_rows(static_cast<Element const*>(p.do_ptr),
-                         seq.q_rows_offset(p.do_batch_stride) + head * p.do_head_stride, seq.seqlen_q(), p.head_dim,
+                         seq.q_rows_offset(p.do_batch_stride, p.do_row_stride) + head * p.do_head_stride, seq.seqlen_q(), p.head_dim,
                          p.do_row_stride);
-  Tensor mdQ = head_rows(static_cast<Element*>(p.dq_ptr), seq.q_rows_offset(p.dq_batch_stride) + head * p.dq_head_stride,
+  Tensor mdQ = head_rows(static_cast<Element*>(p.dq_ptr), seq.q_rows_offset(p.dq_batch_stride, p.dq_row_stride) + head * p.dq_head_stride,
                          seq.seqlen_q(), p.head_dim, p.dq_row_stride);
   Tensor mdK = head_rows(static_cast<Element*>(p.dk_ptr),
-                         seq.k_rows_offset(p.dk_batch_stride) + head_kv * p.dk_head_stride, seq.seqlen_k(),
+                         seq.k_rows_offset(p.dk_batch_stride, p.dk_row_stride) + head_kv * p.dk_head_stride, seq.seqlen_k(),
                          p.head_dim, p.dk_row_stride);
   Tensor mdV = head_rows(static_cast<Element*>(p.dv_ptr),
-                         seq.k_rows_offset(p.dv_batch_stride) + head_kv * p.dv_head_stride, seq.seqlen_k(),
+                         seq.k_rows_offset(p.dv_batch_stride, p.dv_row_stride) + head_kv * p.dv_head_stride, seq.seqlen_k(),
                          p.head_dim, p.dv_row_stride);
   return cute::make_tuple(mdO, mdQ, mdK, mdV);
 }

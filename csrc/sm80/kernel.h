@@ -33,6 +33,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(__grid_constant_
   int const tidx = threadIdx.x;
   SeqInfo const seq(params, bidb);
   int const q_row_end = seq.seqlen_q() - m_block * Traits::kBlockM;  // valid rows of this Q block
+  if (q_row_end <= 0) { return; }  // past a shorter sequence of a variable-length batch
 
   auto [mQ, mK, mV, mO, mLSE] = make_gmem_tensors<Element>(params, seq, bidh, bidh_kv);
   Tensor gQ = local_tile(mQ, select<0, 2>(TileShape_MNK{}), make_coord(m_block, 0));  // (BLK_M, D)

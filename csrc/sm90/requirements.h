@@ -14,6 +14,7 @@ namespace flashcute::sm90 {
 
 // Empty when the SM90 kernel can run these parameters, else the reason, naming the tensor.
 inline std::string unsupported_reason(FwdParams const& p, int element_bytes) {
+  if (p.cu_seqlens_q != nullptr) { return "variable-length batches run on the SM80 kernels (no SM90 varlen kernel yet)"; }
   auto check = [&](char const* name, void const* ptr, int64_t batch_stride, int64_t row_stride, int64_t head_stride,
                    int seqlen, int heads) -> std::string {
     auto stride_ok = [&](int64_t stride, int extent) {

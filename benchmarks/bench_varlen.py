@@ -1,0 +1,124 @@
+"""Variable-length (packed) batches against the fixed-length kernel and FlashAttention-4's varlen, in one run.
+
+    python benchmarks/bench_varlen.py [--dtypes bf16] [--head-dims 128] [--peers fa4] [--out DIR]
+
+Two mixes, hidden 2048: "uniform", 64 sequences of lengths uniform in [128, 4096] (seed 0), and "skewed", one
+16k sequence and 64 of 256. FLOPs are counted per sequence (4 * s_q * s_k * d * heads, halved for causal; x2.5
+for the backward). The fixed-length reference runs the same kernel on a batch of equal sequences with the same
+FLOPs: seqlen the root mean square of the mix's lengths, batch total tokens / seqlen. Forward and backward (the
+backward timed as the op alone). Prints a table, writes JSON and markdown to benchmarks/results/ (or --out).
+"""
+
+import argparse
+
+import torch
+
+from _common import (DTYPES, HIDDEN, RESULTS, csv, first_line, fmt, git_commit, measure, run_meta, versions,
+                     write_results)
+import flashcute  # noqa: E402  (after _common, which puts this checkout first on sys.path)
+
+
+def mixes():
+    generator = torch.Generator().manual_seed(0)
+    uniform = torch.randint(128, 4097, (64,), generator=generator).tolist()
+    return {"uniform": uniform, "skewed": [16384] + [256] * 64}
+
+
+def flops(lengths, head_dim, heads, causal):
+    return sum(4 * s * s * head_dim * heads / (2 if causal else 1) for s in lengths)
+
+
+def load_fa4_varlen():
+    try:
+        from flash_attn.cute import flash_attn_varlen_func
+        return flash_attn_varlen_func, None
+    except Exception as error:  # not installed, or its CuTe DSL cannot load here
+        return None, f"{type(error).__name__}: {first_line(error)}"
+
+
+def bench(name, lengths, dtype, head_dim, causal, fa4):
+    heads = HIDDEN // head_dim
+    total = sum(lengths)
+    cu = torch.tensor([0] + lengths, device="cuda", dtype=torch.int32).cumsum(0, dtype=torch.int32)
+    q, k, v, dout = (torch.randn(total, heads, head_dim, device="cuda", dtype=dtype) for _ in range(4))
+    max_len = max(lengths)
+    work = flops(lengths, head_dim, heads, causal)
+    row = {"mix": name, "dtype": str(dtype).removeprefix("torch."), "d": head_dim, "causal": causal,
+           "sequences": len(lengths), "total": total, "tflops": {}, "notes": {}}
+
+    def record(label, fn, flop):
+        try:
+            ms, _ = measure(fn)
+            row["tflops"][label] = flop / ms / 1e9
+        except Exception as error:
+            row["notes"][label] = first_line(error)
+
+    out, lse = torch.ops.flashcute.fwd_varlen(q, k, v, cu, cu, max_len, max_len, None, causal)
+    record("varlen fwd", lambda: torch.ops.flashcute.fwd_varlen(q, k, v, cu, cu, max_len, max_len, None, causal), work)
+    record("varlen bwd", lambda: torch.ops.flashcute.bwd_varlen(dout, q, k, v, out, lse, cu, cu, max_len, max_len,
+                                                                 None, causal), 2.5 * work)
+
+    # The fixed-length kernel at the same FLOPs: equal sequences of the mix's root-mean-square length.
+    seqlen = round((sum(s * s for s in lengths) / len(lengths)) ** 0.5)
+    batch = max(1, round(total / seqlen))
+    fq, fk, fv, fdout = (torch.randn(batch, seqlen, heads, head_dim, device="cuda", dtype=dtype) for _ in range(4))
+    fixed_work = flops([seqlen] * batch, head_dim, heads, causal)
+    fout, flse = torch.ops.flashcute.fwd(fq, fk, fv, None, causal, False, "sm80")
+    record("fixed fwd", lambda: torch.ops.flashcute.fwd(fq, fk, fv, None, causal, False, "sm80"), fixed_work)
+    record("fixed bwd", lambda: torch.ops.flashcute.bwd(fdout, fq, fk, fv, fout, flse, None, causal, False, False,
+                                                        "sm80"), 2.5 * fixed_work)
+
+    if fa4 is not None:
+        kwargs = dict(cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=max_len, max_seqlen_k=max_len, causal=causal)
+        record("fa4 fwd", lambda: fa4(q, k, v, **kwargs), work)
+        qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+        try:
+            fa4_out = fa4(qg, kg, vg, **kwargs)
+            fa4_out = fa4_out[0] if isinstance(fa4_out, tuple) else fa4_out
+            record("fa4 bwd", lambda: torch.autograd.grad(fa4_out, (qg, kg, vg), dout, retain_graph=True), 2.5 * work)
+        except Exception as error:
+            row["notes"]["fa4 bwd"] = first_line(error)
+    return row
+
+
+COLUMNS = ["varlen fwd", "fixed fwd", "fa4 fwd", "varlen bwd", "fixed bwd", "fa4 bwd"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dtypes", default="bf16")
+    parser.add_argument("--head-dims", default="128")
+    parser.add_argument("--peers", default="fa4", help="fa4, or empty for none")
+    parser.add_argument("--out", default=str(RESULTS))
+    args = parser.parse_args()
+
+    flashcute.load_extension()
+    fa4, why = load_fa4_varlen() if "fa4" in csv(args.peers) else (None, "not asked for")
+    device = torch.cuda.get_device_name()
+    commit = git_commit()
+    rows = [bench(name, lengths, DTYPES[dtype], head_dim, causal, fa4)
+            for dtype in csv(args.dtypes) for head_dim in csv(args.head_dims, int) for causal in (False, True)
+            for name, lengths in mixes().items()]
+
+    lines = [versions(commit), "", f"FlashAttention-4 varlen: {'ran' if fa4 else why}", "",
+             "TFLOP/s (per-sequence FLOPs); varlen / fixed and varlen / fa4 ratios", "",
+             "| mix | dtype | d | causal | " + " | ".join(COLUMNS) + " | fwd varlen/fixed | bwd varlen/fixed |"
+             " fwd varlen/fa4 | bwd varlen/fa4 |",
+             "|" + "---|" * (4 + len(COLUMNS) + 4)]
+    for row in rows:
+        t = row["tflops"]
+        ratio = lambda a, b: fmt(t[a] / t[b], 2) if a in t and b in t else "-"
+        cells = [row["mix"], row["dtype"], str(row["d"]), "yes" if row["causal"] else "no"]
+        cells += [fmt(t[c]) if c in t else "-" for c in COLUMNS]
+        cells += [ratio("varlen fwd", "fixed fwd"), ratio("varlen bwd", "fixed bwd"), ratio("varlen fwd", "fa4 fwd"),
+                  ratio("varlen bwd", "fa4 bwd")]
+        lines.append("| " + " | ".join(cells) + " |")
+    notes = [f"- {row['mix']} d{row['d']} causal={row['causal']}: {label}: {note}"
+             for row in rows for label, note in row["notes"].items()]
+    text = "\n".join(lines + ([""] + notes if notes else [])) + "\n"
+    print(text)
+    write_results(args.out, "varlen", "flashcute variable-length batches", run_meta(device, commit), rows, text)
+
+
+if __name__ == "__main__":
+    main()
