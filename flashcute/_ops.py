@@ -24,9 +24,22 @@ BWD_SCHEMA = (
     "-> (Tensor dq, Tensor dk, Tensor dv)"
 )
 
+# Packed (variable-length) batches: q (total_q, heads_q, d), k/v (total_k, heads_kv, d), sequence b at rows
+# cu_seqlens[b]:cu_seqlens[b + 1]; lse (heads_q, total_q).
+FWD_VARLEN_SCHEMA = (
+    "fwd_varlen(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, SymInt max_seqlen_q, "
+    'SymInt max_seqlen_k, float? softmax_scale=None, bool causal=False, Tensor? seqused_k=None, str backend="auto", '
+    "bool deterministic=False) -> (Tensor out, Tensor lse)"
+)
+BWD_VARLEN_SCHEMA = (
+    "bwd_varlen(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, Tensor cu_seqlens_q, "
+    "Tensor cu_seqlens_k, SymInt max_seqlen_q, SymInt max_seqlen_k, float? softmax_scale=None, bool causal=False, "
+    'Tensor? seqused_k=None, bool deterministic=False, str backend="auto") -> (Tensor dq, Tensor dk, Tensor dv)'
+)
+
 _lib = torch.library.Library("flashcute", "DEF")
-_lib.define(FWD_SCHEMA)
-_lib.define(BWD_SCHEMA)
+for _schema in (FWD_SCHEMA, BWD_SCHEMA, FWD_VARLEN_SCHEMA, BWD_VARLEN_SCHEMA):
+    _lib.define(_schema)
 
 _CUDA = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
 
@@ -68,6 +81,42 @@ def _bwd_load_and_call(dout, q, k, v, out, lse, softmax_scale=None, causal=False
 @torch.library.register_fake("flashcute::bwd")
 def _bwd_fake(dout, q, k, v, out, lse, softmax_scale=None, causal=False, causal_top_left=False, deterministic=False,
               backend="auto"):
+    return q.new_empty(q.shape), q.new_empty(k.shape), q.new_empty(v.shape)
+
+
+@torch.library.impl(_lib, "fwd_varlen", "CompositeExplicitAutograd")
+def _fwd_varlen_load_and_call(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=None,
+                              causal=False, seqused_k=None, backend="auto", deterministic=False):
+    _require_cuda("fwd_varlen", q=q, k=k, v=v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k)
+    _build.load_library()
+    return torch.ops.flashcute.fwd_varlen.default.redispatch(
+        _CUDA, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, seqused_k,
+        backend, deterministic
+    )
+
+
+@torch.library.register_fake("flashcute::fwd_varlen")
+def _fwd_varlen_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=None,
+                     causal=False, seqused_k=None, backend="auto", deterministic=False):
+    total_q, heads_q, _ = q.shape
+    return q.new_empty(q.shape), q.new_empty((heads_q, total_q), dtype=torch.float32)
+
+
+@torch.library.impl(_lib, "bwd_varlen", "CompositeExplicitAutograd")
+def _bwd_varlen_load_and_call(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                              softmax_scale=None, causal=False, seqused_k=None, deterministic=False, backend="auto"):
+    _require_cuda("bwd_varlen", dout=dout, q=q, k=k, v=v, out=out, lse=lse, cu_seqlens_q=cu_seqlens_q,
+                  cu_seqlens_k=cu_seqlens_k)
+    _build.load_library()
+    return torch.ops.flashcute.bwd_varlen.default.redispatch(
+        _CUDA, dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+        seqused_k, deterministic, backend
+    )
+
+
+@torch.library.register_fake("flashcute::bwd_varlen")
+def _bwd_varlen_fake(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                     softmax_scale=None, causal=False, seqused_k=None, deterministic=False, backend="auto"):
     return q.new_empty(q.shape), q.new_empty(k.shape), q.new_empty(v.shape)
 
 
@@ -124,12 +173,44 @@ def _as_kernel_reads(dout):
     return dout.clone(memory_format=torch.contiguous_format)
 
 
-def _bwd_backward(ctx, grad_dq, grad_dk, grad_dv):
-    raise NotImplementedError(
-        "flashcute.bwd has no backward pass: flashcute gives first-order gradients only (no double backward, "
-        "e.g. create_graph=True followed by a second backward through the attention)."
-    )
+def _fwd_varlen_setup_context(ctx, inputs, output):
+    (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, seqused_k, backend,
+     deterministic) = inputs
+    out, lse = output
+    ctx.has_seqused_k = seqused_k is not None
+    ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, *((seqused_k,) if ctx.has_seqused_k else ()))
+    ctx.options = (max_seqlen_q, max_seqlen_k, softmax_scale, causal, deterministic, backend)
+    ctx.set_materialize_grads(False)
+
+
+def _fwd_varlen_backward(ctx, grad_out, grad_lse):
+    if grad_lse is not None:
+        raise NotImplementedError(
+            "flashcute.fwd_varlen: the gradient through lse is not supported for variable-length batches (only "
+            "through out); use lse without gradient (e.g. lse.detach())."
+        )
+    q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, *rest = ctx.saved_tensors
+    seqused_k = rest[0] if ctx.has_seqused_k else None
+    max_seqlen_q, max_seqlen_k, softmax_scale, causal, deterministic, backend = ctx.options
+    dq = dk = dv = None
+    if grad_out is not None:
+        dq, dk, dv = torch.ops.flashcute.bwd_varlen(
+            _as_kernel_reads(grad_out), q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+            softmax_scale, causal, seqused_k, deterministic, backend
+        )
+    return dq, dk, dv, None, None, None, None, None, None, None, None, None
+
+
+def _no_double_backward(op):
+    def backward(ctx, *grads):
+        raise NotImplementedError(
+            f"flashcute.{op} has no backward pass: flashcute gives first-order gradients only (no double backward, "
+            "e.g. create_graph=True followed by a second backward through the attention)."
+        )
+    return backward
 
 
 torch.library.register_autograd("flashcute::fwd", _fwd_backward, setup_context=_fwd_setup_context)
-torch.library.register_autograd("flashcute::bwd", _bwd_backward)
+torch.library.register_autograd("flashcute::bwd", _no_double_backward("bwd"))
+torch.library.register_autograd("flashcute::fwd_varlen", _fwd_varlen_backward, setup_context=_fwd_varlen_setup_context)
+torch.library.register_autograd("flashcute::bwd_varlen", _no_double_backward("bwd_varlen"))

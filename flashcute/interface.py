@@ -29,3 +29,29 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, return_lse=False,
         raise ValueError(f"flash_attn_func: backend must be one of {', '.join(map(repr, BACKENDS))}, got {backend!r}")
     out, lse = torch.ops.flashcute.fwd(q, k, v, softmax_scale, causal, False, backend, deterministic)
     return (out, lse) if return_lse else out
+
+
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=None,
+                           causal=False, return_lse=False, backend="auto", seqused_k=None, deterministic=False):
+    """flash_attn_func over a batch of sequences of different lengths, packed without padding: differentiable
+    (torch.ops.flashcute.fwd_varlen and bwd_varlen).
+
+    q: (total_q, hq, d); k, v: (total_k, hkv, d), hq % hkv == 0; fp16 or bf16 CUDA tensors with the last dim
+    contiguous (any row and head strides that are multiples of 8 elements). cu_seqlens_q, cu_seqlens_k: int32 CUDA
+    tensors (batch + 1,), starting at 0 and non-decreasing: sequence b is rows cu_seqlens_q[b]:cu_seqlens_q[b + 1] of
+    q (and of k, v for cu_seqlens_k). max_seqlen_q, max_seqlen_k: Python ints, at least every sequence's length
+    (they size the grid; nothing is read back from the GPU). seqused_k: optional int32 (batch,): sequence b uses
+    only its first seqused_k[b] keys (the others get zero gradients). causal aligns each sequence's diagonal
+    bottom-right. backend: "auto" or "sm80" (variable-length batches run on the SM80 kernels, Hopper too).
+    Values of cu_seqlens that break the rules above (decreasing, past the packed rows, longer than max_seqlen)
+    are not detected: rows come out wrong, but nothing outside the given tensors is read or written.
+    Returns out (total_q, hq, d), and with return_lse also lse (hq, total_q) in float32 (a loss may not
+    depend on it: its gradient is not supported for packed batches).
+    """
+    if backend not in BACKENDS:
+        raise ValueError(
+            f"flash_attn_varlen_func: backend must be one of {', '.join(map(repr, BACKENDS))}, got {backend!r}"
+        )
+    out, lse = torch.ops.flashcute.fwd_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                              softmax_scale, causal, seqused_k, backend, deterministic)
+    return (out, lse) if return_lse else out

@@ -1,0 +1,347 @@
+"""Variable-length (packed) batches: torch.ops.flashcute.fwd_varlen / bwd_varlen and flash_attn_varlen_func.
+
+Each sequence is held to the float64 reference of tests/reference.py computed on its own rows (causal aligned
+bottom-right per sequence), with the rule of test_fwd.py and test_bwd.py over the whole packed tensor: the error
+is at most 2x PyTorch's own attention in the inputs' precision (plus the reference's rounding). Outputs and
+gradients land in NaN-poisoned memory; batches mix lengths 0, 1, 17 and up to 4097, with sq != sk per sequence.
+The CPU tests at the end need no GPU (fake kernels, argument errors raised before any kernel).
+"""
+
+import math
+
+import pytest
+import torch
+
+import flashcute
+from reference import attention_grads_ref, attention_ref
+
+HAS_CUDA = torch.cuda.is_available()
+needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+
+if HAS_CUDA:
+    from test_bwd import assert_grads_close, skip_unless_built
+    from test_fwd import DTYPE_NAMES, DTYPES, HEAD_DIMS, HEADS, max_error, poison_next_allocations, seed_for
+else:
+    DTYPES, DTYPE_NAMES, HEAD_DIMS, HEADS = [], {}, [], {}
+
+# (lengths of q, lengths of k): empty sequences on either side, single rows, ragged blocks, sq != sk.
+RAGGED = ([1, 0, 17, 113, 203, 64], [239, 7, 0, 203, 113, 64])
+LARGE = ([1000, 4097, 17, 1], [1000, 4097, 33, 1])
+
+
+# --------------------------------------------------------------------------------------------- helpers
+
+def cu_seqlens(lengths):
+    return torch.tensor([0] + list(lengths), device="cuda", dtype=torch.int32).cumsum(0, dtype=torch.int32)
+
+
+def make_packed(lens_q, lens_k, heads_q, heads_kv, head_dim, dtype, layout, seed):
+    """q (total_q, hq, d), k and v (total_k, hkv, d): contiguous, or slices of one wider packed tensor."""
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=generator, device="cuda", dtype=dtype)
+
+    total_q, total_k = sum(lens_q), sum(lens_k)
+    if layout == "contiguous":
+        return randn(total_q, heads_q, head_dim), randn(total_k, heads_kv, head_dim), randn(total_k, heads_kv, head_dim)
+    assert layout == "packed"
+    kv = randn(total_k, 2 * heads_kv + 2, head_dim)
+    return randn(total_q, heads_q + 1, head_dim)[:, 1:], kv[:, 1:heads_kv + 1], kv[:, heads_kv + 2:]
+
+
+def sequences(lens_q, lens_k, seqused_k=None):
+    """(q rows, k rows used) of each sequence."""
+    starts_q, starts_k = [0], [0]
+    for lq, lk in zip(lens_q, lens_k):
+        starts_q.append(starts_q[-1] + lq)
+        starts_k.append(starts_k[-1] + lk)
+    for b, (lq, lk) in enumerate(zip(lens_q, lens_k)):
+        used = lk if seqused_k is None else min(lk, seqused_k[b])
+        yield slice(starts_q[b], starts_q[b] + lq), slice(starts_k[b], starts_k[b] + used)
+
+
+def reference(q, k, v, dout, lens_q, lens_k, causal, seqused_k=None, softmax_scale=None):
+    """Per sequence, then packed: {"out", "lse", "grads"} in float64 and as PyTorch computes them in q's dtype.
+    Keys a sequence does not use get zero gradients."""
+    result = {}
+    for upcast in (True, False):
+        outs, lses = [], []
+        grads = [torch.zeros(t.shape, dtype=torch.float64 if upcast else q.dtype, device="cuda") for t in (q, k, v)]
+        for rows, keys in sequences(lens_q, lens_k, seqused_k):
+            args = [t[rows].unsqueeze(0) for t in (q,)] + [t[keys].unsqueeze(0) for t in (k, v)]
+            out, lse = attention_ref(*args, softmax_scale, causal, upcast=upcast)
+            outs.append(out[0])
+            lses.append(lse[0])
+            if dout is not None:
+                dq, dk, dv = attention_grads_ref(*args, dout[rows].unsqueeze(0), softmax_scale, causal, upcast=upcast)
+                grads[0][rows], grads[1][keys], grads[2][keys] = dq[0], dk[0], dv[0]
+        result[upcast] = (torch.cat(outs), torch.cat(lses, dim=1), grads)
+    return result
+
+
+def run_varlen(q, k, v, dout, lens_q, lens_k, causal, backend="sm80", seqused_k=None, deterministic=False,
+               max_seqlen=None):
+    """fwd_varlen, then (with dout) bwd_varlen, each into NaN-poisoned memory."""
+    cu_q, cu_k = cu_seqlens(lens_q), cu_seqlens(lens_k)
+    max_q, max_k = max_seqlen or (max(lens_q), max(lens_k))
+    used = None if seqused_k is None else torch.tensor(seqused_k, device="cuda", dtype=torch.int32)
+    poison_next_allocations((q.shape, q.dtype), ((q.shape[1], q.shape[0]), torch.float32))
+    out, lse = torch.ops.flashcute.fwd_varlen(q, k, v, cu_q, cu_k, max_q, max_k, None, causal, used, backend)
+    if dout is None:
+        return out, lse, None
+    poison_next_allocations((q.shape, q.dtype), (k.shape, q.dtype), (v.shape, q.dtype))
+    grads = torch.ops.flashcute.bwd_varlen(dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, None, causal, used,
+                                           deterministic, backend)
+    return out, lse, grads
+
+
+def check_varlen(q, k, v, lens_q, lens_k, causal, seed, backend="sm80", seqused_k=None):
+    dout = torch.randn(q.shape, generator=torch.Generator(device="cuda").manual_seed(seed), device="cuda",
+                       dtype=q.dtype)
+    refs = reference(q, k, v, dout, lens_q, lens_k, causal, seqused_k)
+    (out_ref, lse_ref, grads_ref), (out_torch, lse_torch, grads_torch) = refs[True], refs[False]
+    out, lse, grads = run_varlen(q, k, v, dout, lens_q, lens_k, causal, backend, seqused_k)
+
+    assert out.shape == q.shape and lse.shape == (q.shape[1], q.shape[0]) and lse.dtype == torch.float32
+    assert out.isfinite().all(), "out has NaN/inf (unwritten rows)"
+    assert torch.equal(lse == -math.inf, lse_ref == -math.inf), "lse = -inf on other rows than the reference"
+    out_atol = 2 * max_error(out_ref.to(q.dtype), out_ref) + 1e-6
+    assert max_error(out, out_ref) <= 2 * max_error(out_torch, out_ref) + out_atol
+    finite = torch.isfinite(lse_ref)
+    assert max_error(lse[finite], lse_ref[finite]) <= 2 * max_error(lse_torch[finite], lse_ref[finite]) + 1e-4
+    for deterministic in (False, True):
+        if deterministic:
+            _, _, grads = run_varlen(q, k, v, dout, lens_q, lens_k, causal, backend, seqused_k, deterministic=True)
+        assert_grads_close(grads, q, k, v, dout, causal, refs=(grads_ref, grads_torch))
+    return dout, grads
+
+
+# ---------------------------------------------------------------------------------------- correctness
+
+@needs_cuda
+@pytest.mark.parametrize("layout", ["contiguous", "packed"])
+@pytest.mark.parametrize("heads", list(HEADS))
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("head_dim", HEAD_DIMS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_NAMES.get)
+def test_varlen_ragged(library, dtype, head_dim, causal, heads, layout):
+    skip_unless_built(dtype, head_dim)
+    heads_q, heads_kv = HEADS[heads]
+    seed = seed_for(dtype, head_dim, causal, heads, layout)
+    q, k, v = make_packed(*RAGGED, heads_q, heads_kv, head_dim, dtype, layout, seed)
+    check_varlen(q, k, v, *RAGGED, causal, seed + 1)
+
+
+@needs_cuda
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_varlen_large(library, head_dim, causal):
+    skip_unless_built(torch.bfloat16, head_dim)
+    seed = seed_for("large", head_dim, causal)
+    q, k, v = make_packed(*LARGE, 4, 2, head_dim, torch.bfloat16, "contiguous", seed)
+    check_varlen(q, k, v, *LARGE, causal, seed + 1)
+
+
+@needs_cuda
+@pytest.mark.parametrize("causal", [False, True])
+def test_seqused_k(library, causal):
+    """Only the first seqused_k[b] keys of sequence b count; the others get zero gradients."""
+    skip_unless_built(torch.bfloat16, 128)
+    lens_q, lens_k, used = [100, 17, 0, 64], [150, 40, 9, 64], [150, 3, 9, 0]
+    q, k, v = make_packed(lens_q, lens_k, 4, 2, 128, torch.bfloat16, "contiguous", 11)
+    _, (dq, dk, dv) = check_varlen(q, k, v, lens_q, lens_k, causal, 12, seqused_k=used)
+    assert not dk[150 + 3:150 + 40].any() and not dv[150 + 3:150 + 40].any()
+
+
+@needs_cuda
+def test_equal_lengths_match_the_fixed_length_op(library):
+    """A packed batch of equal sequences is the fixed-length batch: the same kernels, bitwise the same results
+    (the backward in deterministic mode, whose additions come in a fixed order)."""
+    skip_unless_built(torch.float16, 64)
+    batch, seqlen = 3, 200
+    q, k, v, dout = (torch.randn(batch, seqlen, 4, 64, device="cuda", dtype=torch.float16) for _ in range(4))
+    for causal in (False, True):
+        out, lse = torch.ops.flashcute.fwd(q, k, v, None, causal, False, "sm80")
+        grads = torch.ops.flashcute.bwd(dout, q, k, v, out, lse, None, causal, False, True, "sm80")
+        packed = [t.flatten(0, 1) for t in (q, k, v, dout)]
+        out_v, lse_v, grads_v = run_varlen(*packed, [seqlen] * batch, [seqlen] * batch, causal, deterministic=True)
+        assert torch.equal(out_v, out.flatten(0, 1))
+        assert torch.equal(lse_v, lse.transpose(0, 1).flatten(1, 2))
+        assert all(torch.equal(a, b.flatten(0, 1)) for a, b in zip(grads_v, grads))
+
+
+@needs_cuda
+def test_larger_max_seqlen_changes_nothing(library):
+    skip_unless_built(torch.bfloat16, 96)
+    q, k, v = make_packed(*RAGGED, 6, 2, 96, torch.bfloat16, "contiguous", 21)
+    dout = torch.randn_like(q)
+    exact = run_varlen(q, k, v, dout, *RAGGED, True, deterministic=True)
+    larger = run_varlen(q, k, v, dout, *RAGGED, True, deterministic=True, max_seqlen=(1000, 700))
+    assert torch.equal(exact[0], larger[0]) and torch.equal(exact[1], larger[1])
+    assert all(torch.equal(a, b) for a, b in zip(exact[2], larger[2]))
+
+
+@needs_cuda
+def test_inputs_are_not_modified(library):
+    skip_unless_built(torch.bfloat16, 64)
+    q, k, v = make_packed(*RAGGED, 4, 4, 64, torch.bfloat16, "packed", 22)
+    dout = torch.randn_like(q)
+    before = [t.clone() for t in (q, k, v, dout)]
+    run_varlen(q, k, v, dout, *RAGGED, False)
+    assert all(torch.equal(a, b) for a, b in zip(before, (q, k, v, dout)))
+
+
+@needs_cuda
+@pytest.mark.parametrize("backend", ["auto", "sm80"])
+def test_flash_attn_varlen_func_trains(library, backend):
+    """Through autograd: the user API's gradients are bwd_varlen's."""
+    skip_unless_built(torch.bfloat16, 128)
+    lens = [33, 200, 1]
+    q, k, v = (t.requires_grad_() for t in make_packed(lens, lens, 4, 2, 128, torch.bfloat16, "contiguous", 23))
+    cu = cu_seqlens(lens)
+    out = flashcute.flash_attn_varlen_func(q, k, v, cu, cu, 200, 200, causal=True, backend=backend,
+                                           deterministic=True)
+    dout = torch.randn_like(out)
+    out.backward(dout)
+    _, _, grads = run_varlen(q.detach(), k.detach(), v.detach(), dout, lens, lens, True, deterministic=True)
+    assert all(torch.equal(a, b) for a, b in zip((q.grad, k.grad, v.grad), grads))
+
+
+@needs_cuda
+def test_gradient_through_lse_is_a_clear_error(library):
+    skip_unless_built(torch.bfloat16, 64)
+    q, k, v = (t.requires_grad_() for t in make_packed([5], [5], 2, 2, 64, torch.bfloat16, "contiguous", 24))
+    cu = cu_seqlens([5])
+    _, lse = flashcute.flash_attn_varlen_func(q, k, v, cu, cu, 5, 5, return_lse=True)
+    with pytest.raises(NotImplementedError, match="gradient through lse is not supported"):
+        lse.sum().backward()
+
+
+@needs_cuda
+def test_sm90_backend_is_a_clear_error(library):
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("needs a Hopper GPU")
+    q, k, v = make_packed([5], [5], 2, 2, 64, torch.bfloat16, "contiguous", 25)
+    cu = cu_seqlens([5])
+    with pytest.raises(RuntimeError, match="variable-length batches run on the SM80 kernels"):
+        flashcute.flash_attn_varlen_func(q, k, v, cu, cu, 5, 5, backend="sm90")
+
+
+# ------------------------------------------------------------------------------------------- bad input
+
+def bad_input_cases():
+    q, k = torch.zeros(10, 2, 64, device="cuda", dtype=torch.bfloat16), torch.zeros(12, 1, 64, device="cuda",
+                                                                                        dtype=torch.bfloat16)
+    cu_q = torch.tensor([0, 4, 10], device="cuda", dtype=torch.int32)
+    cu_k = torch.tensor([0, 5, 12], device="cuda", dtype=torch.int32)
+    good = dict(q=q, k=k, v=k, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=6, max_seqlen_k=7)
+    return good, [
+        ("cu_seqlens_q", dict(cu_seqlens_q=cu_q.long())),
+        ("cu_seqlens_q", dict(cu_seqlens_q=cu_q.float())),
+        ("cu_seqlens_q", dict(cu_seqlens_q=cu_q.cpu())),
+        ("cu_seqlens_q", dict(cu_seqlens_q=cu_q[None])),
+        ("cu_seqlens_k", dict(cu_seqlens_k=cu_k[:2])),
+        ("q", dict(q=q[None])),
+        ("k", dict(k=torch.zeros(12, 1, 32, device="cuda", dtype=torch.bfloat16))),
+        ("k", dict(k=torch.zeros(12, 1, 64, device="cuda", dtype=torch.float16))),
+        ("seqused_k", dict(seqused_k=torch.zeros(3, device="cuda", dtype=torch.int32))),
+        ("seqused_k", dict(seqused_k=torch.zeros(2, device="cuda", dtype=torch.int64))),
+        ("max_seqlen_q", dict(max_seqlen_q=-1)),
+    ]
+
+
+@needs_cuda
+def test_bad_inputs_name_the_argument(library):
+    good, cases = bad_input_cases()
+    for name, change in cases:
+        args = {**good, **change}
+        with pytest.raises(RuntimeError, match=name):
+            flashcute.flash_attn_varlen_func(**args)
+    q, k = good["q"].clone().requires_grad_(), good["k"]
+    out, lse = torch.ops.flashcute.fwd_varlen(q, k, k, good["cu_seqlens_q"], good["cu_seqlens_k"], 6, 7)
+    with pytest.raises(RuntimeError, match="lse"):
+        torch.ops.flashcute.bwd_varlen(out, q, k, k, out, lse[:, :5], good["cu_seqlens_q"], good["cu_seqlens_k"], 6, 7)
+    with pytest.raises(RuntimeError, match="dout"):
+        torch.ops.flashcute.bwd_varlen(out[:5], q, k, k, out, lse, good["cu_seqlens_q"], good["cu_seqlens_k"], 6, 7)
+    # The context still works.
+    assert flashcute.flash_attn_varlen_func(**good).isfinite().all()
+
+
+# --------------------------------------------------------------------------------- opcheck and compile
+
+@needs_cuda
+@pytest.mark.parametrize("causal", [False, True])
+def test_opcheck(library, causal):
+    skip_unless_built(torch.float16, 64)
+    lens_q, lens_k = [3, 70, 0, 33], [40, 70, 5, 1]
+    q, k, v = (t.requires_grad_() for t in make_packed(lens_q, lens_k, 4, 2, 64, torch.float16, "contiguous", 26))
+    cu_q, cu_k = cu_seqlens(lens_q), cu_seqlens(lens_k)
+    options = {"causal": causal, "deterministic": True}
+    torch.library.opcheck(torch.ops.flashcute.fwd_varlen.default, (q, k, v, cu_q, cu_k, 70, 70), options)
+    out, lse = torch.ops.flashcute.fwd_varlen(q, k, v, cu_q, cu_k, 70, 70, None, causal)
+    dout = torch.randn_like(out)
+    torch.library.opcheck(torch.ops.flashcute.bwd_varlen.default,
+                          (dout, *(t.detach() for t in (q, k, v, out, lse)), cu_q, cu_k, 70, 70), options)
+
+
+@needs_cuda
+def test_compile_training_step_is_one_graph(library):
+    """fullgraph (a graph break is an error); the backward graph calls bwd_varlen once; eager's result."""
+    from torch._dynamo.testing import AotEagerAndRecordGraphs
+
+    skip_unless_built(torch.bfloat16, 64)
+    torch._dynamo.reset()
+    lens = [17, 64, 1]
+    cu = cu_seqlens(lens)
+    torch.manual_seed(0)
+    projection = torch.nn.Linear(64, 3 * 64, bias=False).to(device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(sum(lens), 2, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+
+    def loss_of(x):
+        q, k, v = projection(x).chunk(3, dim=-1)
+        out = flashcute.flash_attn_varlen_func(q, k, v, cu, cu, 64, 64, causal=True, deterministic=True)
+        return out.float().square().mean()
+
+    def training_step(fn):
+        loss = fn(x)
+        return loss, torch.autograd.grad(loss, [projection.weight, x])
+
+    backend = AotEagerAndRecordGraphs()
+    loss, grads = training_step(torch.compile(loss_of, backend=backend, fullgraph=True))
+    expected_loss, expected_grads = training_step(loss_of)
+    torch.testing.assert_close(loss, expected_loss, rtol=1e-2, atol=1e-4)
+    torch.testing.assert_close(grads, expected_grads, rtol=2e-2, atol=1e-3)
+    assert len(backend.graphs) == 1
+    (backward,) = backend.bw_graphs
+    assert [node.target for node in backward.graph.nodes].count(torch.ops.flashcute.bwd_varlen.default) == 1
+
+
+# ---------------------------------------------------------------------------------------- no GPU needed
+
+def test_fake_kernels_give_the_shapes():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        q = torch.empty(100, 8, 64, dtype=torch.bfloat16, device="cuda")
+        k = torch.empty(50, 2, 64, dtype=torch.bfloat16, device="cuda")
+        cu = torch.empty(4, dtype=torch.int32, device="cuda")
+        out, lse = torch.ops.flashcute.fwd_varlen(q, k, k, cu, cu, 60, 30)
+        assert out.shape == q.shape and out.dtype == q.dtype
+        assert lse.shape == (8, 100) and lse.dtype == torch.float32
+        dq, dk, dv = torch.ops.flashcute.bwd_varlen(out, q, k, k, out, lse, cu, cu, 60, 30)
+        assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == k.shape
+
+
+def test_bad_backend_is_a_value_error():
+    q = torch.zeros(4, 1, 8)
+    cu = torch.tensor([0, 4], dtype=torch.int32)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        flashcute.flash_attn_varlen_func(q, q, q, cu, cu, 4, 4, backend="sm100")
+
+
+def test_cpu_tensors_are_refused():
+    q = torch.zeros(4, 1, 8, dtype=torch.bfloat16)
+    cu = torch.tensor([0, 4], dtype=torch.int32)
+    with pytest.raises(RuntimeError, match="must be a CUDA tensor"):
+        flashcute.flash_attn_varlen_func(q, q, q, cu, cu, 4, 4)
