@@ -136,26 +136,29 @@ def _fwd_backward(ctx, grad_out, grad_lse):
     if grad_out is not None:
         dq, dk, dv = torch.ops.flashcute.bwd(_as_kernel_reads(grad_out), q, k, v, out, lse, *ctx.options)
     if grad_lse is not None:
-        dq_lse, dk_lse = _lse_backward(grad_lse, q, k, v, out, lse, ctx.options, *ctx.needs_input_grad[:2])
+        softmax_scale, causal, causal_top_left, deterministic, backend = ctx.options
+        dq_lse, dk_lse = _lse_backward(
+            grad_lse.transpose(1, 2).unsqueeze(-1), q, softmax_scale, *ctx.needs_input_grad[:2],
+            attention=lambda: torch.ops.flashcute.fwd(q, k, k, softmax_scale, causal, causal_top_left, backend)[0],
+            value_grad=lambda dout: torch.ops.flashcute.bwd(dout, q, k, v, out, lse, *ctx.options)[2],
+        )
         dq, dk = _add(dq, dq_lse), _add(dk, dk_lse)
     return dq, dk, dv, None, None, None, None, None
 
 
-def _lse_backward(grad_lse, q, k, v, out, lse, options, need_dq, need_dk):
+def _lse_backward(grad_lse_rows, q, softmax_scale, need_dq, need_dk, attention, value_grad):
     """The gradient through lse, from the kernels themselves: lse_i = logsumexp_j(scale q_i.k_j), so
-    d lse_i / d q_i = scale * sum_j P_ij k_j (attention with k as the values: a forward call) and
-    d lse_i / d k_j = scale * sum_i P_ij q_i (the dv of a backward call whose dout is q weighted by grad_lse).
-    Rows that see no key have P = 0 and contribute nothing."""
-    softmax_scale, causal, causal_top_left, deterministic, backend = options
+    d lse_i / d q_i = scale * sum_j P_ij k_j (attention with k as the values: `attention()`, a forward call) and
+    d lse_i / d k_j = scale * sum_i P_ij q_i (the value gradient of a backward call whose dout is q weighted by
+    the lse's gradient: `value_grad(dout)`). grad_lse_rows: the lse's gradient as (..., rows, heads, 1), like
+    q's rows. Rows that see no key have P = 0 and contribute nothing."""
     scale = softmax_scale if softmax_scale is not None else q.shape[-1] ** -0.5
-    weights = grad_lse.transpose(1, 2).unsqueeze(-1) * scale  # (b, sq, hq, 1), float32
+    weights = grad_lse_rows * scale  # float32
     dq = dk = None
     if need_dq:
-        attention_of_k, _ = torch.ops.flashcute.fwd(q, k, k, softmax_scale, causal, causal_top_left, backend)
-        dq = (weights * attention_of_k).to(q.dtype)
+        dq = (weights * attention()).to(q.dtype)
     if need_dk:
-        weighted_q = _as_kernel_reads((weights * q).to(q.dtype))
-        _, _, dk = torch.ops.flashcute.bwd(weighted_q, q, k, v, out, lse, *options)
+        dk = value_grad(_as_kernel_reads((weights * q).to(q.dtype)))
     return dq, dk
 
 
@@ -184,20 +187,26 @@ def _fwd_varlen_setup_context(ctx, inputs, output):
 
 
 def _fwd_varlen_backward(ctx, grad_out, grad_lse):
-    if grad_lse is not None:
-        raise NotImplementedError(
-            "flashcute.fwd_varlen: the gradient through lse is not supported for variable-length batches (only "
-            "through out); use lse without gradient (e.g. lse.detach())."
-        )
     q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, *rest = ctx.saved_tensors
     seqused_k = rest[0] if ctx.has_seqused_k else None
     max_seqlen_q, max_seqlen_k, softmax_scale, causal, deterministic, backend = ctx.options
+    lengths = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+
+    def bwd(dout):
+        return torch.ops.flashcute.bwd_varlen(dout, q, k, v, out, lse, *lengths, softmax_scale, causal, seqused_k,
+                                              deterministic, backend)
+
     dq = dk = dv = None
     if grad_out is not None:
-        dq, dk, dv = torch.ops.flashcute.bwd_varlen(
-            _as_kernel_reads(grad_out), q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-            softmax_scale, causal, seqused_k, deterministic, backend
+        dq, dk, dv = bwd(_as_kernel_reads(grad_out))
+    if grad_lse is not None:
+        dq_lse, dk_lse = _lse_backward(
+            grad_lse.transpose(0, 1).unsqueeze(-1), q, softmax_scale, *ctx.needs_input_grad[:2],
+            attention=lambda: torch.ops.flashcute.fwd_varlen(q, k, k, *lengths, softmax_scale, causal, seqused_k,
+                                                             backend)[0],
+            value_grad=lambda dout: bwd(dout)[2],
         )
+        dq, dk = _add(dq, dq_lse), _add(dk, dk_lse)
     return dq, dk, dv, None, None, None, None, None, None, None, None, None
 
 

@@ -45,8 +45,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     bottom-right. backend: "auto" or "sm80" (variable-length batches run on the SM80 kernels, Hopper too).
     Values of cu_seqlens that break the rules above (decreasing, past the packed rows, longer than max_seqlen)
     are not detected: rows come out wrong, but nothing outside the given tensors is read or written.
-    Returns out (total_q, hq, d), and with return_lse also lse (hq, total_q) in float32 (a loss may not
-    depend on it: its gradient is not supported for packed batches).
+    Returns out (total_q, hq, d), and with return_lse also lse (hq, total_q) in float32 (differentiable too).
     """
     if backend not in BACKENDS:
         raise ValueError(

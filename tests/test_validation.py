@@ -79,7 +79,7 @@ def test_last_dim_stride(library):
 def test_alignment(library):
     q, k, v = qkv()
     padded = torch.randn(2, 16, 4, 68, dtype=torch.float16, device="cuda")[..., :64]  # row stride of 68 elements
-    with raises("q must be 16-byte aligned (data pointer and the strides of its first three dimensions multiples "
+    with raises("q must be 16-byte aligned (data pointer and the strides of all but its last dimension multiples "
                 "of 8 elements), got strides [4352, 272, 68, 1]"):
         fwd(padded, k, v)
     shifted = torch.randn(k.numel() + 1, dtype=torch.float16, device="cuda")[1:].view(k.shape)

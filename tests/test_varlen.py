@@ -209,13 +209,26 @@ def test_flash_attn_varlen_func_trains(library, backend):
 
 
 @needs_cuda
-def test_gradient_through_lse_is_a_clear_error(library):
+@pytest.mark.parametrize("causal", [False, True])
+def test_gradient_through_lse(library, causal):
+    """A loss of out and lse: the gradients are the float64 reference's (per sequence, through both)."""
     skip_unless_built(torch.bfloat16, 64)
-    q, k, v = (t.requires_grad_() for t in make_packed([5], [5], 2, 2, 64, torch.bfloat16, "contiguous", 24))
-    cu = cu_seqlens([5])
-    _, lse = flashcute.flash_attn_varlen_func(q, k, v, cu, cu, 5, 5, return_lse=True)
-    with pytest.raises(NotImplementedError, match="gradient through lse is not supported"):
-        lse.sum().backward()
+    lens_q, lens_k = [40, 0, 17, 130], [70, 5, 0, 100]
+    q, k, v = make_packed(lens_q, lens_k, 4, 2, 64, torch.bfloat16, "contiguous", 24)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    cu_q, cu_k = cu_seqlens(lens_q), cu_seqlens(lens_k)
+    out, lse = flashcute.flash_attn_varlen_func(*leaves, cu_q, cu_k, 130, 100, causal=causal, return_lse=True)
+    dout, dlse = torch.randn_like(out), torch.randn_like(lse)
+    grads = torch.autograd.grad((out * dout).sum() + (lse.nan_to_num(neginf=0.0) * dlse).sum(), leaves)
+    refs = {}
+    for upcast in (True, False):
+        packed = [torch.zeros(t.shape, dtype=torch.float64 if upcast else q.dtype, device="cuda") for t in (q, k, v)]
+        for rows, keys in sequences(lens_q, lens_k):
+            args = [q[rows][None], k[keys][None], v[keys][None], dout[rows][None], None, causal]
+            dq, dk, dv = attention_grads_ref(*args, upcast=upcast, dlse=dlse[:, rows][None])
+            packed[0][rows], packed[1][keys], packed[2][keys] = dq[0], dk[0], dv[0]
+        refs[upcast] = packed
+    assert_grads_close(grads, q, k, v, dout, causal, refs=(refs[True], refs[False]))
 
 
 @needs_cuda
