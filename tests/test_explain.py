@@ -249,10 +249,10 @@ def test_reported_registers_are_the_ptxas_data(cfg):
         assert (o["registers"], o["spill_store_bytes"], o["spill_load_bytes"]) == (regs, *measured[1:])
 
 
-# Mangled names as nvcc 13.0 writes them (csrc/sm80/kernel.h fwd_kernel<Traits, kCausal>, csrc/sm90/kernel.h
-# fwd_kernel<KernelTraits<Element, kHeadDim, kCausal, kLongSeqlenK>>).
+# Mangled names as nvcc 13.0 writes them (csrc/sm80/kernel.h fwd_kernel<Traits, kCausal, kVarlen>,
+# csrc/sm90/kernel.h fwd_kernel<KernelTraits<Element, kHeadDim, kCausal, kLongSeqlenK>>).
 SM80_BF16_128 = ("_ZN9flashcute4sm8010fwd_kernelINS0_12KernelTraitsIN7cutlass10bfloat16_t"
-                 "ELi128ELi128ELi64ELi4ELi4ELi4EEELb{causal}EEEvNS_9FwdParamsE")
+                 "ELi128ELi128ELi64ELi4ELi4ELi4EEELb{causal}ELb{varlen}EEEvNS_9FwdParamsE")
 SM90_BF16_128 = ("_ZN9flashcute4sm9010fwd_kernelINS0_12KernelTraitsIN7cutlass10bfloat16_t"
                  "ELi128ELb{causal}ELb{longk}EEEEEvNS0_12KernelParamsIT_EE")
 
@@ -272,7 +272,7 @@ def _ptxas_log(entries, target):
 def test_check_accepts_the_stored_numbers_and_names_each_difference():
     row = "fwd_sm80_hdim128_all"
     stored = [ptxas.MEASURED[(row, "bf16", "sm_80", causal)] for causal in (False, True)]
-    entries = [(SM80_BF16_128.format(causal=int(c)), *stored[c]) for c in (0, 1)]
+    entries = [(SM80_BF16_128.format(causal=int(c), varlen=0), *stored[c]) for c in (0, 1)]
     found = ptxas.parse_log(_ptxas_log(entries, "sm_80"))
     assert found == {(row, "bf16", "sm_80", False): stored[0], (row, "bf16", "sm_80", True): stored[1]}
     assert ptxas.check(found) == []
@@ -299,7 +299,8 @@ def test_check_holds_sm90_to_the_launch_registers():
 
 def test_identify_ignores_other_functions():
     assert ptxas.identify("_Z17some_other_kernelPf") is None
-    assert ptxas.identify(SM80_BF16_128.format(causal=1))[1:] == ("bf16", True)
+    assert ptxas.identify(SM80_BF16_128.format(causal=1, varlen=0))[1:] == ("bf16", True)
+    assert ptxas.identify(SM80_BF16_128.format(causal=1, varlen=1)) is None  # packed batches: no figures
 
 
 # ------------------------------------------------------------------------------------------------ every picture

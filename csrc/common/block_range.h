@@ -11,8 +11,8 @@ struct KVBlockRange {
   int n_block_unmasked;  // blocks [0, n_block_unmasked) need no mask; the rest (ragged tail, diagonal) do
 };
 
-template <int kBlockM, int kBlockN, bool kCausal>
-__host__ __device__ inline KVBlockRange kv_block_range(SeqInfo const& seq, int m_block) {
+template <int kBlockM, int kBlockN, bool kCausal, class Seq>
+__host__ __device__ inline KVBlockRange kv_block_range(Seq const& seq, int m_block) {
   int n_block_max = (seq.seqlen_k() + kBlockN - 1) / kBlockN;
   int n_block_unmasked = seq.seqlen_k() / kBlockN;
   if constexpr (kCausal) {

@@ -18,13 +18,16 @@
 
 namespace flashcute {
 
-struct SeqInfo {
+// kMaybeVarlen = false: a kernel instantiated for fixed-length batches only, with no varlen code at all (the
+// run-time check costs the register-bound SM80 forward spills: benchmarks/notes.md#d-sm80-fwd-varlen-template).
+template <bool kMaybeVarlen>
+struct SeqInfoOf {
   AttnParams const& params;
   int batch;
 
-  __host__ __device__ SeqInfo(AttnParams const& p, int b) : params(p), batch(b) {}
+  __host__ __device__ SeqInfoOf(AttnParams const& p, int b) : params(p), batch(b) {}
 
-  __host__ __device__ bool varlen() const { return params.cu_seqlens_q != nullptr; }
+  __host__ __device__ bool varlen() const { return kMaybeVarlen && params.cu_seqlens_q != nullptr; }
   // This sequence's first row in the packed q (k) tensor (varlen only).
   __host__ __device__ int q_start() const { return clamp_row(params.cu_seqlens_q[batch], params.total_q); }
   __host__ __device__ int k_start() const { return clamp_row(params.cu_seqlens_k[batch], params.total_k); }
@@ -117,5 +120,8 @@ struct SeqInfo {
  private:
   __host__ __device__ static int clamp_row(int row, int total) { return row < 0 ? 0 : row < total ? row : total; }
 };
+
+// Whichever the params say (the backward, the SM90 forward, the host).
+using SeqInfo = SeqInfoOf<true>;
 
 }  // namespace flashcute

@@ -19,8 +19,8 @@ CUTE_DEVICE auto head_rows(T* base, int64_t offset, int rows, int head_dim, int6
 }
 
 // -> (mQ, mK, mV, mO, mLSE): (seqlen_q, d), (seqlen_k, d), (seqlen_k, d), (seqlen_q, d), (seqlen_q)
-template <class Element>
-CUTE_DEVICE auto make_gmem_tensors(AttnParams const& p, SeqInfo const& seq, int head, int head_kv) {
+template <class Element, class Seq>
+CUTE_DEVICE auto make_gmem_tensors(AttnParams const& p, Seq const& seq, int head, int head_kv) {
   Tensor mQ = head_rows(static_cast<Element const*>(p.q_ptr), seq.q_offset() + head * p.q_head_stride,
                         seq.seqlen_q(), p.head_dim, p.q_row_stride);
   Tensor mK = head_rows(static_cast<Element const*>(p.k_ptr), seq.k_offset() + head_kv * p.k_head_stride,

@@ -17,7 +17,8 @@ namespace flashcute::sm80 {
 
 using namespace cute;
 
-template <class Traits, bool kCausal>
+// kVarlen: packed batches (cu_seqlens); fixed-length batches run an instantiation without that code.
+template <class Traits, bool kCausal, bool kVarlen>
 __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(__grid_constant__ FwdParams const params) {
   using Element = typename Traits::Element;
   using TileShape_MNK = typename Traits::TileShape_MNK;
@@ -31,7 +32,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(__grid_constant_
   int const bidb = blockIdx.z;
   int const bidh_kv = bidh / (params.heads_q / params.heads_kv);
   int const tidx = threadIdx.x;
-  SeqInfo const seq(params, bidb);
+  SeqInfoOf<kVarlen> const seq(params, bidb);
   int const q_row_end = seq.seqlen_q() - m_block * Traits::kBlockM;  // valid rows of this Q block
   if (q_row_end <= 0) { return; }  // past a shorter sequence of a variable-length batch
 

@@ -1,4 +1,5 @@
-// Launch template of the SM80 forward: grid (Q blocks, heads, batch), one kernel per causal flag.
+// Launch template of the SM80 forward: grid (Q blocks, heads, batch), one kernel per causal flag and per kind of
+// batch (fixed-length or packed).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,9 +10,9 @@
 
 namespace flashcute::sm80 {
 
-template <class Traits, bool kCausal>
+template <class Traits, bool kCausal, bool kVarlen>
 void launch(FwdParams const& params, cudaStream_t stream) {
-  auto kernel = &fwd_kernel<Traits, kCausal>;
+  auto kernel = &fwd_kernel<Traits, kCausal, kVarlen>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   if constexpr (kSmemBytes >= 48 * 1024) {
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
@@ -26,10 +27,11 @@ struct FwdKernel {
   using Traits = typename DefaultTraits<Element, kHeadDim>::type;
 
   static void launch(FwdParams const& params, cudaStream_t stream) {
+    bool const varlen = params.cu_seqlens_q != nullptr;
     if (params.causal) {
-      sm80::launch<Traits, true>(params, stream);
+      varlen ? sm80::launch<Traits, true, true>(params, stream) : sm80::launch<Traits, true, false>(params, stream);
     } else {
-      sm80::launch<Traits, false>(params, stream);
+      varlen ? sm80::launch<Traits, false, true>(params, stream) : sm80::launch<Traits, false, false>(params, stream);
     }
   }
 

@@ -46,10 +46,10 @@ struct Mainloop {
 
   // gQ: (BLK_M, D) Q block; gK, gV: (BLK_N, D, n) K/V blocks; sQ, sK, sV: their shared-memory buffers.
   // Accumulates the unnormalised O of the Q block into acc_o (MMA, MMA_M, MMA_D) and its statistics into softmax.
-  template <class TensorGQ, class TensorGKV, class TensorSQ, class TensorSKV, class TensorO>
+  template <class TensorGQ, class TensorGKV, class TensorSQ, class TensorSKV, class TensorO, class Seq>
   __device__ __forceinline__ static void mma(TensorGQ const& gQ, TensorGKV const& gK, TensorGKV const& gV, TensorSQ& sQ,
                              TensorSKV& sK, TensorSKV& sV, TensorO& acc_o, Softmax& softmax, AttnParams const& params,
-                             SeqInfo const& seq, int m_block, KVBlockRange const& range, int tidx) {
+                             Seq const& seq, int m_block, KVBlockRange const& range, int tidx) {
     Tensor sVt = make_tensor(sV.data(), typename Traits::SmemLayoutVt{});
     Tensor sVtNoSwizzle = make_tensor(sV.data().get(), typename Traits::SmemLayoutVtNoSwizzle{});
 

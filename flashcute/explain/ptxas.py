@@ -120,8 +120,9 @@ _DTYPES = {"6half_t": "fp16", "10bfloat16_t": "bf16"}
 def identify(mangled):
     """(kernel_table row, dtype, causal) of a kernel from its mangled name, or None for anything else. The
     template arguments read: the element type, then kHeadDim, first among the integer literals; the causal
-    flag is SM80's fwd_kernel<Traits, kCausal> last literal, SM90's KernelTraits<Element, kHeadDim, kCausal,
-    kLongSeqlenK> first boolean, whose second picks the long-seqlen_k tile."""
+    flag is SM80's fwd_kernel<Traits, kCausal, kVarlen> second-last literal (the figures are of the fixed-length
+    instantiations: a packed-batch one gives None), SM90's KernelTraits<Element, kHeadDim, kCausal, kLongSeqlenK>
+    first boolean, whose second picks the long-seqlen_k tile."""
     if "bwd" in mangled:  # the backward's kernels have no figures here yet (ROWS)
         return None
     arch = re.match(r"_ZN9flashcute4(sm\d\d)", mangled)  # "4": the namespace is 4 letters
@@ -133,7 +134,9 @@ def identify(mangled):
         return None
     arch = arch.group(1)
     if arch == "sm80":
-        return kernel_table.find("fwd", arch, ints[0], "all"), dtype, bools[-1]
+        if len(bools) < 2 or bools[-1]:
+            return None
+        return kernel_table.find("fwd", arch, ints[0], "all"), dtype, bools[-2]
     causal, long_k = bools[0], len(bools) > 1 and bools[1]
     variant = "causal" if causal else "noncausal-longk" if long_k else "noncausal"
     return kernel_table.find("fwd", arch, ints[0], variant), dtype, causal
