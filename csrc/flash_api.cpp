@@ -131,12 +131,10 @@ Kernel<Params> const& choose_kernel(Op op, char const* name, std::string const& 
   }
   Arch const arch = backend == "sm90" ? Arch::kSm90 : Arch::kSm80;
   auto const* kernel = find_kernel<Params>(op, arch, dtype, head_dim);
-  TORCH_CHECK(kernel != nullptr || op != Op::kBwd || arch != Arch::kSm90, "flashcute.", name, ": backend 'sm90' has "
-              "no backward kernels yet (the SM90 backward is planned); use backend='sm80' or 'auto'");
   TORCH_CHECK(kernel != nullptr, "flashcute.", name, ": no ", arch_name(arch), " kernel for ", dtype_name(dtype),
               " with head_dim ", head_dim, " is in this build (built kernels: ", built_kernel_list<Params>(),
-              "); rebuild without FLASHCUTE_DTYPES / FLASHCUTE_HDIMS restrictions",
-              arch == Arch::kSm90 ? " and with FLASHCUTE_CUDA_ARCHS including 9.0a" : "");
+              "); flashcute/kernel_table.py lists the shipped kernels (the SM90 backward covers fewer head dims than "
+              "the forward), and FLASHCUTE_DTYPES / FLASHCUTE_HDIMS / FLASHCUTE_CUDA_ARCHS restrict a build");
   std::string const reason = cannot_run_reason(*kernel, params);
   TORCH_CHECK(reason.empty(), "flashcute.", name, ": backend '", arch_name(arch), "' cannot take these inputs: ",
               reason);
@@ -397,10 +395,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> run_bwd(char const* op, QKVShape 
   int64_t const sequences = varlen ? 1 : s.batch;  // fixed length: (batch, heads, rows); varlen: (heads, rows)
   auto const f32 = q.options().dtype(at::kFloat);
   int64_t const kernel_head_dim = kernel.key.head_dim;
-  at::Tensor dq_accum = at::empty({sequences, s.heads_q, accum_rows(s.seqlen_q, q.size(0)) * kernel_head_dim}, f32);
-  at::Tensor dsoftmax_sum = at::empty(lse_rows.sizes(), f32);
+  int64_t const q_accum_rows = accum_rows(s.seqlen_q, q.size(0));
+  at::Tensor dq_accum = at::empty({sequences, s.heads_q, q_accum_rows * kernel_head_dim}, f32);
+  at::Tensor dsoftmax_sum = at::empty({sequences, s.heads_q, q_accum_rows}, f32);
   params.dq_accum_ptr = dq_accum.data_ptr<float>();
   params.dsoftmax_sum_ptr = dsoftmax_sum.data_ptr<float>();
+  at::Tensor lse_log2;  // the SM90 kernel's copy of the LSE in its row blocks
+  if (kernel.key.arch == Arch::kSm90) {
+    lse_log2 = at::empty({sequences, s.heads_q, q_accum_rows}, f32);
+    params.lse_log2_ptr = lse_log2.data_ptr<float>();
+  }
   bool const grouped = s.heads_q != s.heads_kv;
   at::Tensor dk_accum, dv_accum, dq_semaphore, dkv_semaphore;
   if (grouped) {

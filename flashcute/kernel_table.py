@@ -66,6 +66,18 @@ class Sm90Tile:
 
 
 @dataclass(frozen=True)
+class Sm90BwdTile:
+    """``flashcute::sm90::BwdKernelTraits``: a CTA owns block_n = 128 key rows (one 64-row slab per consumer
+    warpgroup) and walks Q/dO blocks of block_m rows through ``stages``-deep TMA pipelines; the dQ gemm's
+    warpgroups split block_m over atom_dq_m of them and the head dim over the rest."""
+
+    block_m: int
+    block_n: int = 128
+    stages: int = 2
+    atom_dq_m: int = 1
+
+
+@dataclass(frozen=True)
 class Kernel:
     op: str
     arch: str
@@ -73,7 +85,7 @@ class Kernel:
     # sm80 (and every backward): "all" (one tile; causal is a template flag inside). sm90: "noncausal", "causal", or
     # "noncausal-longk" (taken when seqlen_k >= LONG_SEQLEN_K_MIN).
     variant: str
-    tile: Sm80Tile | Sm80BwdTile | Sm90Tile
+    tile: Sm80Tile | Sm80BwdTile | Sm90Tile | Sm90BwdTile
     why: str  # one line
     decision: str  # its anchor in benchmarks/notes.md, where the measurements are
 
@@ -136,6 +148,11 @@ KERNELS: tuple[Kernel, ...] = (
            "d-sm80-bwd-fa2-tiles"),
     Kernel("bwd", "sm80", 256, "all", Sm80BwdTile(64, 64, 8, 4, 2, 2), "FlashAttention-2's tile",
            "d-sm80-bwd-fa2-tiles"),
+    # ---- SM90 backward: keys along the wgmma M mode (S^T = K.Q^T), so P^T and dS^T feed the dV/dK gemms from
+    # registers; FlashAttention-3's tiles for these head dims. Larger head dims run on the SM80 backward.
+    Kernel("bwd", "sm90", 64, "all", Sm90BwdTile(128, atom_dq_m=2), "FlashAttention-3's tile", "d-sm90-bwd-tiles"),
+    Kernel("bwd", "sm90", 96, "all", Sm90BwdTile(64), "FlashAttention-3's tile", "d-sm90-bwd-tiles"),
+    Kernel("bwd", "sm90", 128, "all", Sm90BwdTile(64), "FlashAttention-3's causal tile", "d-sm90-bwd-tiles"),
 )
 
 

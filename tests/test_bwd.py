@@ -11,7 +11,7 @@ runs must be bitwise identical.
 
 The grid is test_fwd.py's: the full cross product (dtype x head dim x causal x shape x MHA/GQA/MQA x layout,
 dout strided like the inputs) on the small and ragged shapes, the head grouping and layout rotating on the
-large ones. Backend "sm80" (the sm90 backward is to come; "auto" runs sm80's).
+large ones. Both backends (sm90 on Hopper, for the head dims its backward covers; "auto" picks it there).
 """
 
 import itertools
@@ -29,14 +29,16 @@ from test_fwd import (DTYPE_NAMES, DTYPES, HEAD_DIMS, HEADS, LAYOUTS, built_kern
 
 SMALL_SHAPES = [(1, 1), (1, 239), (113, 203), (203, 113), (128, 128), (2048, 1), (239, 1)]
 LARGE_SHAPES = [(1000, 1000), (1023, 1024), (4097, 4097)]
-BACKENDS = ["sm80"]
+BACKENDS = ["sm80", "sm90"]
 
 
 # --------------------------------------------------------------------------------------------- helpers
 
 def skip_unless_built(dtype, head_dim, backend="sm80"):
     """Skip what the loaded build cannot run: the forward and backward kernels for this dtype at or above head_dim
-    (FLASHCUTE_DTYPES/HDIMS builds)."""
+    (FLASHCUTE_DTYPES/HDIMS builds, and the head dims the sm90 backward covers), or the sm90 backend off Hopper."""
+    if backend == "sm90" and torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the sm90 backend needs a compute capability 9.x GPU")
     for op in ("fwd", "bwd"):
         prefix = f"{op}_{backend}_{DTYPE_NAMES[dtype]}_hdim"
         if not any(name.startswith(prefix) and int(name[len(prefix):]) >= head_dim for name in built_kernels()):
@@ -153,48 +155,52 @@ def test_bwd_large(library, dtype, head_dim, causal, shape, heads, layout, backe
     check_bwd(q, k, v, make_dout(q, layout, seed + 1), causal, backend)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("softmax_scale", [0.05, 0.5, 2.0])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_NAMES.get)
-def test_softmax_scale(library, dtype, softmax_scale):
-    skip_unless_built(dtype, 128)
+def test_softmax_scale(library, dtype, softmax_scale, backend):
+    skip_unless_built(dtype, 128, backend)
     q, k, v = make_qkv(2, 300, 517, 4, 2, 128, dtype, "contiguous", seed_for("bwd", dtype, softmax_scale))
     dout = make_dout(q, "contiguous", 1)
     for causal in (False, True):
-        check_bwd(q, k, v, dout, causal, "sm80", softmax_scale=softmax_scale)
+        check_bwd(q, k, v, dout, causal, backend, softmax_scale=softmax_scale)
 
 
-@pytest.mark.parametrize("seqlen_q, seqlen_k", [(113, 203), (203, 113), (64, 65), (1, 239)])
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("seqlen_q, seqlen_k", [(113, 203), (203, 113), (64, 65), (1, 239), (100, 700)])
 @pytest.mark.parametrize("head_dim", [64, 128])
-def test_causal_top_left(library, head_dim, seqlen_q, seqlen_k):
-    skip_unless_built(torch.bfloat16, head_dim)
+def test_causal_top_left(library, head_dim, seqlen_q, seqlen_k, backend):
+    skip_unless_built(torch.bfloat16, head_dim, backend)
     seed = seed_for("bwd", head_dim, seqlen_q, seqlen_k)
     q, k, v = make_qkv(2, seqlen_q, seqlen_k, 4, 4, head_dim, torch.bfloat16, "bhsd", seed)
-    check_bwd(q, k, v, make_dout(q, "bhsd", seed + 1), causal=True, backend="sm80", top_left=True)
+    check_bwd(q, k, v, make_dout(q, "bhsd", seed + 1), causal=True, backend=backend, top_left=True)
 
 
-def test_rows_without_keys_get_zero_dq_and_give_nothing(library):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rows_without_keys_get_zero_dq_and_give_nothing(library, backend):
     # Bottom-right causal, sq > sk: the first sq - sk = 200 query rows see no key.
-    skip_unless_built(torch.float16, 64)
+    skip_unless_built(torch.float16, 64, backend)
     q, k, v = make_qkv(2, 300, 100, 4, 2, 64, torch.float16, "contiguous", 11)
     dout = make_dout(q, "contiguous", 12)
-    dq, dk, dv = check_bwd(q, k, v, dout, causal=True, backend="sm80")
+    dq, dk, dv = check_bwd(q, k, v, dout, causal=True, backend=backend)
     assert torch.all(dq[:, :200] == 0)
-    out, lse = torch.ops.flashcute.fwd(q, k, v, None, True, False, "sm80")
+    out, lse = torch.ops.flashcute.fwd(q, k, v, None, True, False, backend)
     other_dout = dout.clone()
     other_dout[:, :200] = make_dout(q, "contiguous", 13)[:, :200] * 100  # what those rows are given changes nothing
     assert all(torch.equal(a, b) for a, b in zip(
-        bwd(other_dout, q, k, v, out, lse, True, "sm80", deterministic=True), (dq, dk, dv)))
+        bwd(other_dout, q, k, v, out, lse, True, backend, deterministic=True), (dq, dk, dv)))
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("batch, seqlen_q, seqlen_k", [(0, 16, 16), (2, 16, 0), (2, 0, 16), (0, 0, 0)])
-def test_empty_sizes(library, batch, seqlen_q, seqlen_k):
-    skip_unless_built(torch.bfloat16, 64)
+def test_empty_sizes(library, batch, seqlen_q, seqlen_k, backend):
+    skip_unless_built(torch.bfloat16, 64, backend)
     q, k, v = make_qkv(batch, seqlen_q, seqlen_k, 4, 2, 64, torch.bfloat16, "contiguous", 3)
     dout = torch.randn_like(q)
     for causal in (False, True):
-        out, lse = torch.ops.flashcute.fwd(q, k, v, None, causal, False, "sm80")
+        out, lse = torch.ops.flashcute.fwd(q, k, v, None, causal, False, backend)
         for deterministic in (False, True):
-            grads = bwd(dout, q, k, v, out, lse, causal, "sm80", deterministic=deterministic)
+            grads = bwd(dout, q, k, v, out, lse, causal, backend, deterministic=deterministic)
             torch.cuda.synchronize()
             assert [g.shape for g in grads] == [q.shape, k.shape, v.shape]
             assert all(torch.all(g == 0) for g in grads)
@@ -256,15 +262,16 @@ def test_autograd_makes_any_dout_readable(library, loss):
 
 
 def test_auto_backend_trains(library):
-    """backend="auto" (on Hopper the sm90 forward, when built) trains: its backward runs on sm80."""
+    """backend="auto" trains, and its backward is the sm90 one on Hopper where built, else the sm80 one."""
     skip_unless_built(torch.bfloat16, 128)
     q, k, v = make_qkv(2, 333, 333, 8, 2, 128, torch.bfloat16, "bhsd", 25)
     dout = make_dout(q, "bhsd", 26)
     assert_grads_close(attention_grads(q, k, v, dout, causal=True), q, k, v, dout, causal=True)
+    hopper = torch.cuda.get_device_capability()[0] == 9 and "bwd_sm90_bf16_hdim128" in built_kernels()
     out, lse = torch.ops.flashcute.fwd(q, k, v, None, True, False, "auto")
     auto = torch.ops.flashcute.bwd(dout, q, k, v, out, lse, None, True, False, True, "auto")
-    sm80 = torch.ops.flashcute.bwd(dout, q, k, v, out, lse, None, True, False, True, "sm80")
-    assert all(torch.equal(a, b) for a, b in zip(auto, sm80))
+    chosen = torch.ops.flashcute.bwd(dout, q, k, v, out, lse, None, True, False, True, "sm90" if hopper else "sm80")
+    assert all(torch.equal(a, b) for a, b in zip(auto, chosen))
 
 
 @pytest.mark.parametrize("causal, seqlen_q, seqlen_k", [(False, 200, 300), (True, 300, 200)])

@@ -2,6 +2,7 @@
 // the diagonal. Only the blocks that need it call this; the others run mask-free.
 #pragma once
 
+#include <climits>
 #include <cmath>
 
 #include "utils.h"
@@ -22,6 +23,24 @@ __device__ __forceinline__ void apply_mask(TensorS& scores, TensorC const& coord
     CUTE_UNROLL
     for (int nj = 0; nj < size<1>(scores); ++nj) {
       if (col0 + get<1>(coords(mi, nj)) >= col_end) { scores(mi, nj) = -INFINITY; }
+    }
+  }
+}
+
+// The same for a block of transposed scores (keys along rows, queries along columns: the SM90 backward's S^T).
+// key0/query0: the block's origin.
+template <bool kCausal, class TensorS, class TensorC>
+__device__ __forceinline__ void apply_mask_transposed(TensorS& scores, TensorC const& coords, int key0, int query0,
+                                                      int seqlen_k, int causal_offset) {
+  static_assert(decltype(rank(scores))::value == 2);
+  CUTE_UNROLL
+  for (int mi = 0; mi < size<0>(scores); ++mi) {
+    int const key = key0 + get<0>(coords(mi, 0));
+    // Query i sees this key iff key < seqlen_k and (causal) i >= key - causal_offset.
+    int const query_begin = key >= seqlen_k ? INT_MAX : kCausal ? key - causal_offset : INT_MIN;
+    CUTE_UNROLL
+    for (int nj = 0; nj < size<1>(scores); ++nj) {
+      if (query0 + get<1>(coords(mi, nj)) < query_begin) { scores(mi, nj) = -INFINITY; }
     }
   }
 }

@@ -70,11 +70,15 @@ struct BwdParams : AttnParams {
   // float32 accumulators, zeroed before use (dq_accum by the preprocess, dk_accum / dv_accum by the caller;
   // those two are null without GQA: dK and dV then go straight to dk_ptr / dv_ptr). Rows of the kernel's
   // instantiated head dim, per sequence and head as common/seqlen.h SeqInfo places them, each CTA's block of rows
-  // in its gemm's register order (sm80/gmem.h accum_block). D is laid out like the LSE.
+  // in its gemm's register order (sm80/gmem.h accum_block).
   float* __restrict__ dq_accum_ptr;
   float* __restrict__ dk_accum_ptr;
   float* __restrict__ dv_accum_ptr;
-  float* __restrict__ dsoftmax_sum_ptr;  // D = rowsum(dO * O): (batch, heads_q, seqlen_q), written by the preprocess
+  // Per query row, in the rows of dq_accum (padding rows included), written by the preprocess: D = rowsum(dO * O)
+  // (0 on padding rows), and, where the kernel asks for it (non-null: the SM90 backward, which copies whole row
+  // blocks of both), LSE * log2(e) with +inf on padding rows and on rows that saw no key (so their P is 0).
+  float* __restrict__ dsoftmax_sum_ptr;
+  float* __restrict__ lse_log2_ptr;
 
   // Deterministic mode: the float32 additions into dq_accum (and dk_accum / dv_accum) happen in a fixed order,
   // each CTA waiting its turn on a counter per (batch, head, row block of kBwdSemaphoreRows rows), zeroed by the

@@ -7,22 +7,39 @@
 
 namespace flashcute {
 
-// Call with every thread of the CTA; returns once the counter has reached `turn`.
-__device__ __forceinline__ void turnstile_wait(int const* counter, int turn) {
-  if (threadIdx.x == 0) {
-    int seen;
-    do {
-      asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
-    } while (seen != turn);
-  }
-  __syncthreads();
+// One thread: returns once the counter has reached `turn`.
+__device__ __forceinline__ void turnstile_spin(int const* counter, int turn) {
+  int seen;
+  do {
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+  } while (seen != turn);
 }
 
-// Call with every thread of the CTA after its additions: makes them visible, then lets the next CTA in.
-__device__ __forceinline__ void turnstile_pass(int* counter) {
+// One thread, once the additions it stands for are complete and visible to it: lets the next CTA in.
+__device__ __forceinline__ void turnstile_release(int* counter) {
   __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) { atomicAdd(counter, 1); }
+  atomicAdd(counter, 1);
+}
+
+// Every thread of a group that `sync` synchronises (the CTA by default); `leader` is one of them.
+template <class Sync>
+__device__ __forceinline__ void turnstile_wait(int const* counter, int turn, bool leader, Sync const& sync) {
+  if (leader) { turnstile_spin(counter, turn); }
+  sync();
+}
+// After the group's additions: makes them visible, then lets the next CTA in.
+template <class Sync>
+__device__ __forceinline__ void turnstile_pass(int* counter, bool leader, Sync const& sync) {
+  __threadfence();
+  sync();
+  if (leader) { atomicAdd(counter, 1); }
+}
+
+__device__ __forceinline__ void turnstile_wait(int const* counter, int turn) {
+  turnstile_wait(counter, turn, threadIdx.x == 0, [] { __syncthreads(); });
+}
+__device__ __forceinline__ void turnstile_pass(int* counter) {
+  turnstile_pass(counter, threadIdx.x == 0, [] { __syncthreads(); });
 }
 
 }  // namespace flashcute

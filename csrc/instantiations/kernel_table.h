@@ -109,6 +109,11 @@ struct FwdTile {
   static constexpr bool kShipped = false;
 };
 
+template <int kHeadDim>
+struct BwdTile {
+  static constexpr bool kShipped = false;
+};
+
 // three consumer warpgroups: 128x128 lost 2-7% from 4k (benchmarks/notes.md#d-sm90-hdim64-noncausal-192-rows)
 template <>
 struct FwdTile<64, FwdVariant::kNonCausal> {
@@ -195,6 +200,27 @@ struct FwdTile<256, FwdVariant::kCausal> {
   static constexpr bool kShipped = true;
   static constexpr int kBlockM = 128, kBlockN = 80, kStages = 2, kSoftmaxReduceParts = 4;
   static constexpr bool kSkipUnchangedRescale = false, kRescaleOutsideTurn = true;
+};
+
+// FlashAttention-3's tile (benchmarks/notes.md#d-sm90-bwd-tiles)
+template <>
+struct BwdTile<64> {
+  static constexpr bool kShipped = true;
+  static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2, kAtomLayoutMdQ = 2;
+};
+
+// FlashAttention-3's tile (benchmarks/notes.md#d-sm90-bwd-tiles)
+template <>
+struct BwdTile<96> {
+  static constexpr bool kShipped = true;
+  static constexpr int kBlockM = 64, kBlockN = 128, kStages = 2, kAtomLayoutMdQ = 1;
+};
+
+// FlashAttention-3's causal tile (benchmarks/notes.md#d-sm90-bwd-tiles)
+template <>
+struct BwdTile<128> {
+  static constexpr bool kShipped = true;
+  static constexpr int kBlockM = 64, kBlockN = 128, kStages = 2, kAtomLayoutMdQ = 1;
 };
 
 }  // namespace sm90

@@ -1,5 +1,7 @@
-// SM80 backward preprocess, one CTA per (Q block, head, batch): D = rowsum(dO * O) per query row (the softmax
-// backward's correction, dS = P * (dP - D)), and zeroes the block's rows of dQ's float32 accumulator.
+// Backward preprocess, one CTA per (Q block, head, batch): D = rowsum(dO * O) per query row (the softmax
+// backward's correction, dS = P * (dP - D)), LSE * log2(e) where the kernel wants it, and zeroes the block's rows
+// of dQ's float32 accumulator. Rows past the sequence in the block get D = 0 and LSE * log2(e) = +inf. Arch-neutral:
+// the SM90 backward runs it with its own block height and thread count (sm90/bwd_kernel_traits.h PrePost).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -71,7 +73,16 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_preprocess_kernel(__gri
       sum += __shfl_xor_sync(0xffffffff, sum, lanes);
     }
     int const row = get<0>(tOcO(0, m, 0));
-    if (get<1>(tOcO(0, m, 0)) == 0 && row < row_end) { gD(row) = sum; }
+    if (get<1>(tOcO(0, m, 0)) == 0) { gD(row) = row < row_end ? sum : 0.f; }
+  }
+  if (params.lse_log2_ptr != nullptr) {
+    Tensor gLSE = local_tile(mLSE, Shape<Int<kBlockM>>{}, make_coord(m_block));  // (BLK_M)
+    Tensor gLSELog2 = local_tile(make_row_workspace_tensor(params.lse_log2_ptr, params, seq, bidh), Shape<Int<kBlockM>>{},
+                                 make_coord(m_block));  // (BLK_M)
+    for (int row = tidx; row < kBlockM; row += Traits::kNThreads) {
+      float const lse = row < row_end ? gLSE(row) : INFINITY;
+      gLSELog2(row) = (lse == -INFINITY ? INFINITY : lse) * float(M_LOG2E);
+    }
   }
 
   // Zero this block of the dQ accumulator.

@@ -51,10 +51,13 @@ CUTE_DEVICE auto make_grad_tensors(BwdParams const& p, SeqInfo const& seq, int h
   return cute::make_tuple(mdO, mdQ, mdK, mdV);
 }
 
-// The backward's D = rowsum(dO * O) of one (batch, query head): (seqlen_q).
+// The backward's per-row workspaces of one (batch, query head) (common/params.h BwdParams dsoftmax_sum_ptr,
+// lse_log2_ptr): (its rows in dq_accum, padding included).
+CUTE_DEVICE auto make_row_workspace_tensor(float* base, BwdParams const& p, SeqInfo const& seq, int head) {
+  return make_tensor(make_gmem_ptr(base + seq.q_accum_offset() + head * seq.q_accum_rows()), make_shape(int(seq.q_accum_rows())));
+}
 CUTE_DEVICE auto make_dsoftmax_sum_tensor(BwdParams const& p, SeqInfo const& seq, int head) {
-  return make_tensor(make_gmem_ptr(p.dsoftmax_sum_ptr + seq.lse_offset() + head * seq.lse_head_stride()),
-                     make_shape(seq.seqlen_q()));
+  return make_row_workspace_tensor(p.dsoftmax_sum_ptr, p, seq, head);
 }
 
 // A block of a float32 accumulator (common/params.h BwdParams): kBlockRows x kHeadDim floats in a TiledMma's

@@ -17,24 +17,6 @@
 
 namespace flashcute::sm90 {
 
-// Tensor maps need a valid stride even where it is never used: a dimension with a single index (torch keeps
-// any value there), or k and v when there are no keys. Give those 16 bytes.
-inline FwdParams with_tma_strides(FwdParams p) {
-  int64_t const unused = 8;  // elements
-  int const kv_batch = p.seqlen_k > 0 ? p.batch : 0;
-  int const kv_heads = p.seqlen_k > 0 ? p.heads_kv : 0;
-  auto fix = [&](int64_t& stride, int extent) {
-    if (extent <= 1) { stride = unused; }
-  };
-  fix(p.q_batch_stride, p.batch), fix(p.o_batch_stride, p.batch);
-  fix(p.k_batch_stride, kv_batch), fix(p.v_batch_stride, kv_batch);
-  fix(p.q_row_stride, p.seqlen_q), fix(p.o_row_stride, p.seqlen_q);
-  fix(p.k_row_stride, p.seqlen_k), fix(p.v_row_stride, p.seqlen_k);
-  fix(p.q_head_stride, p.heads_q), fix(p.o_head_stride, p.heads_q);
-  fix(p.k_head_stride, kv_heads), fix(p.v_head_stride, kv_heads);
-  return p;
-}
-
 template <class Traits>
 void launch(FwdParams const& params, cudaStream_t stream) {
   using Scheduler = TileScheduler<Traits::kBlockM, Traits::kCausal>;

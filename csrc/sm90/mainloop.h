@@ -30,6 +30,7 @@
 #include "sm90/pipelines.h"
 #include "sm90/tile_scheduler.h"
 #include "sm90/warpgroup_pingpong.h"
+#include "sm90/wgmma.h"
 
 namespace flashcute::sm90 {
 
@@ -135,35 +136,6 @@ struct Mainloop {
     load_v(0);
   }
 
-  // acc += A.B over the k blocks, issued asynchronously as one wgmma batch (wait with warpgroup_wait).
-  // kZeroInit: acc = A.B (the first k block overwrites instead of accumulating).
-  template <bool kZeroInit, class TiledMma, class TensorA, class TensorB, class TensorC>
-  CUTLASS_DEVICE static void gemm(TiledMma& tiled_mma, TensorA&& tCrA, TensorB&& tCrB, TensorC&& tCrC) {
-    constexpr bool kARegisters =
-        !is_same_v<typename cute::remove_cvref_t<TensorA>::engine_type::iterator, GMMA::DescriptorIterator>;
-    if constexpr (kARegisters) { warpgroup_fence_operand(tCrA); }
-    warpgroup_fence_operand(tCrC);
-    warpgroup_arrive();
-    tiled_mma.accumulate_ = kZeroInit ? GMMA::ScaleOut::Zero : GMMA::ScaleOut::One;
-    CUTLASS_PRAGMA_UNROLL
-    for (int k = 0; k < size<2>(tCrA); ++k) {
-      cute::gemm(tiled_mma, tCrA(_, _, k), tCrB(_, _, k), tCrC);
-      tiled_mma.accumulate_ = GMMA::ScaleOut::One;
-    }
-    warpgroup_commit_batch();
-    warpgroup_fence_operand(tCrC);
-    if constexpr (kARegisters) { warpgroup_fence_operand(tCrA); }
-  }
-
-  // The wgmma accumulator ((2 cols, 2 rows, N/8), MMA_M, MMA_N) holds, per 16 columns, exactly the
-  // registers of the RS A operand ((2 cols, 2 rows, 2 col halves), MMA_M, MMA_K): regroup N/8 as (2, N/16).
-  template <class AccLayout>
-  CUTLASS_DEVICE static constexpr auto acc_as_operand_a(AccLayout const& acc) {
-    auto v = logical_divide(layout<0>(acc), Shape<Underscore, Underscore, _2>{});  // (2, 2, (2, N/16))
-    return make_layout(make_layout(get<0>(v), get<1>(v), get<2, 0>(v)), layout<1>(acc),
-                       make_layout(get<2, 1>(v), layout<2>(acc)));
-  }
-
   // Consumer warpgroups: O (unnormalised, tOrO) and the softmax statistics of one Q tile.
   template <class SharedStorage, class FragO, class Softmax>
   CUTLASS_DEVICE static void mma(SharedStorage& shared, Pipelines<Traits>& pipes, FragO& tOrO, Softmax& softmax,
@@ -226,10 +198,10 @@ struct Mainloop {
       }
     };
     auto issue_s = [&]() CUTLASS_LAMBDA_FUNC_INLINE {
-      gemm</*kZeroInit=*/true>(tiled_mma_s, tSrQ, tSrK(_, _, _, pipes.k_state.index()), tSrS);
+      wgmma_gemm</*kZeroInit=*/true>(tiled_mma_s, tSrQ, tSrK(_, _, _, pipes.k_state.index()), tSrS);
     };
     auto issue_pv = [&]() CUTLASS_LAMBDA_FUNC_INLINE {
-      gemm</*kZeroInit=*/false>(tiled_mma_o, tOrP, tOrV(_, _, _, pipes.v_state.index()), tOrO);
+      wgmma_gemm</*kZeroInit=*/false>(tiled_mma_o, tOrP, tOrV(_, _, _, pipes.v_state.index()), tOrO);
     };
     auto release_k = [&](int n_block) CUTLASS_LAMBDA_FUNC_INLINE {
       pipes.k.consumer_release(pipes.k_state);

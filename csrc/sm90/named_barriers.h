@@ -1,4 +1,4 @@
-// Named barriers of the SM90 forward (ids passed to cutlass::arch::NamedBarrier, which offsets them past
+// Named barriers of the SM90 forward and backward (ids passed to cutlass::arch::NamedBarrier, which offsets them past
 // CUTLASS's reserved ids). Each user owns a range; the static_asserts keep the ranges apart and within the 16
 // hardware barriers.
 #pragma once
@@ -22,6 +22,19 @@ static_assert(uint32_t(NamedBarrierId::kEpilogue) < uint32_t(NamedBarrierId::kTu
 static_assert(uint32_t(NamedBarrierId::kTurnFirst) + kMaxMmaWarpGroups <=
               uint32_t(NamedBarrierId::kEpilogueSlabFirst));
 static_assert(uint32_t(NamedBarrierId::kEnd) + cutlass::arch::NamedBarrier::ReservedNamedBarrierCount <=
+                  cutlass::arch::NamedBarrier::HardwareMaxNumNamedBarriers,
+              "more named barriers than the hardware has");
+
+// The backward's (sm90/bwd_kernel.h): the consumer warpgroups and, for dQ, the producer warpgroup's dQ warp.
+enum class BwdNamedBarrierId : uint32_t {
+  kdS = 0,       // all consumer threads: every warpgroup's dS is in shared memory, the dQ gemm may read it
+  kdQEmpty = 1,  // consumers + dQ warp: the previous block's dQ has left shared memory
+  kdQFull = 2,   // consumers + dQ warp: this block's dQ is in shared memory
+  kEpilogue = 3, // all consumer threads: around dK/dV staged over the K/V buffers, and the GQA turnstile
+  kEnd = 4
+};
+
+static_assert(uint32_t(BwdNamedBarrierId::kEnd) + cutlass::arch::NamedBarrier::ReservedNamedBarrierCount <=
                   cutlass::arch::NamedBarrier::HardwareMaxNumNamedBarriers,
               "more named barriers than the hardware has");
 

@@ -1,50 +1,95 @@
-// What the SM90 kernel needs from its inputs beyond the op's contract, checked on the host before a launch
-// (launch.h FwdKernel::can_run, which the registry asks when it picks a backend). TMA reads and writes
-// through tensor maps: 16-byte aligned base addresses and strides that are positive multiples of 16 bytes
-// below 2^40 (so no broadcast stride 0). A stride of a dimension with one index is never used and is not
-// checked.
+// What the SM90 kernels need from their inputs beyond the ops' contract, checked on the host before a launch
+// (FwdKernel::can_run and BwdKernel::can_run, which the registry asks when it picks a backend), and the stride
+// fix-up the tensor maps need. TMA reads and writes through tensor maps: 16-byte aligned base addresses and
+// strides that are positive multiples of 16 bytes below 2^40 (so no broadcast stride 0). A stride of a dimension
+// with one index is never used and is not checked.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "common/params.h"
 
 namespace flashcute::sm90 {
 
-// Empty when the SM90 kernel can run these parameters, else the reason, naming the tensor.
-inline std::string unsupported_reason(FwdParams const& p, int element_bytes) {
-  if (p.cu_seqlens_q != nullptr) { return "variable-length batches run on the SM80 kernels (no SM90 varlen kernel yet)"; }
-  auto check = [&](char const* name, void const* ptr, int64_t batch_stride, int64_t row_stride, int64_t head_stride,
-                   int seqlen, int heads) -> std::string {
-    auto stride_ok = [&](int64_t stride, int extent) {
-      int64_t const bytes = stride * element_bytes;
-      return extent <= 1 || (stride > 0 && bytes % 16 == 0 && bytes < (int64_t(1) << 40));
-    };
-    if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) {
-      return std::string(name) + " must start at a 16-byte aligned address for TMA";
-    }
-    if (!stride_ok(batch_stride, p.batch) || !stride_ok(row_stride, seqlen) || !stride_ok(head_stride, heads)) {
-      return std::string(name) + " needs batch, sequence and head strides that are positive multiples of 16 bytes "
-             "for TMA, got " + std::to_string(batch_stride) + ", " + std::to_string(row_stride) + ", " +
-             std::to_string(head_stride) + " elements";
-    }
-    return "";
+// Empty when TMA can address this (batch, seqlen, heads, head_dim) tensor, else the reason, naming it.
+inline std::string tma_tensor_reason(char const* name, void const* ptr, int64_t batch_stride, int64_t row_stride,
+                                     int64_t head_stride, int batch, int seqlen, int heads, int element_bytes) {
+  auto stride_ok = [&](int64_t stride, int extent) {
+    int64_t const bytes = stride * element_bytes;
+    return extent <= 1 || (stride > 0 && bytes % 16 == 0 && bytes < (int64_t(1) << 40));
   };
-  std::string reason = check("q", p.q_ptr, p.q_batch_stride, p.q_row_stride, p.q_head_stride, p.seqlen_q, p.heads_q);
-  if (reason.empty()) {
-    reason = check("out", p.o_ptr, p.o_batch_stride, p.o_row_stride, p.o_head_stride, p.seqlen_q, p.heads_q);
+  if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0) {
+    return std::string(name) + " must start at a 16-byte aligned address for TMA";
   }
-  if (reason.empty() && p.seqlen_k > 0) {  // with no keys, k and v are never read
-    reason = check("k", p.k_ptr, p.k_batch_stride, p.k_row_stride, p.k_head_stride, p.seqlen_k, p.heads_kv);
+  if (!stride_ok(batch_stride, batch) || !stride_ok(row_stride, seqlen) || !stride_ok(head_stride, heads)) {
+    return std::string(name) + " needs batch, sequence and head strides that are positive multiples of 16 bytes "
+           "for TMA, got " + std::to_string(batch_stride) + ", " + std::to_string(row_stride) + ", " +
+           std::to_string(head_stride) + " elements";
   }
-  if (reason.empty() && p.seqlen_k > 0) {
-    reason = check("v", p.v_ptr, p.v_batch_stride, p.v_row_stride, p.v_head_stride, p.seqlen_k, p.heads_kv);
+  return "";
+}
+
+// Empty when the SM90 kernel of the op can run these parameters, else the reason, naming the tensor.
+template <class Params>
+std::string unsupported_reason(Params const& p, int element_bytes) {
+  constexpr bool kBwd = std::is_same_v<Params, BwdParams>;
+  if (p.cu_seqlens_q != nullptr) {
+    return "variable-length batches run on the SM80 kernels (no SM90 varlen kernel yet)";
+  }
+  std::string reason;
+  auto check = [&](char const* name, void const* ptr, int64_t batch_stride, int64_t row_stride, int64_t head_stride,
+                   int seqlen, int heads) {
+    if (reason.empty()) {
+      reason = tma_tensor_reason(name, ptr, batch_stride, row_stride, head_stride, p.batch, seqlen, heads, element_bytes);
+    }
+  };
+  check("q", p.q_ptr, p.q_batch_stride, p.q_row_stride, p.q_head_stride, p.seqlen_q, p.heads_q);
+  if constexpr (!kBwd) {  // the backward reads out with plain loads (its preprocess)
+    check("out", p.o_ptr, p.o_batch_stride, p.o_row_stride, p.o_head_stride, p.seqlen_q, p.heads_q);
+  }
+  if (p.seqlen_k > 0) {  // with no keys, k and v are never read
+    check("k", p.k_ptr, p.k_batch_stride, p.k_row_stride, p.k_head_stride, p.seqlen_k, p.heads_kv);
+    check("v", p.v_ptr, p.v_batch_stride, p.v_row_stride, p.v_head_stride, p.seqlen_k, p.heads_kv);
+  }
+  if constexpr (kBwd) {
+    check("dout", p.do_ptr, p.do_batch_stride, p.do_row_stride, p.do_head_stride, p.seqlen_q, p.heads_q);
+    check("dk", p.dk_ptr, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, p.seqlen_k, p.heads_kv);
+    check("dv", p.dv_ptr, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, p.seqlen_k, p.heads_kv);
   }
   if (reason.empty() && (p.head_dim <= 0 || p.head_dim % 8 != 0)) {
     reason = "head_dim must be a positive multiple of 8, got " + std::to_string(p.head_dim);
   }
   return reason;
+}
+
+// Tensor maps need a valid stride even where it is never used: a dimension with a single index (torch keeps
+// any value there), or k and v (dk, dv) when there are no keys. Give those 16 bytes.
+template <class Params>
+Params with_tma_strides(Params p) {
+  int64_t const unused = 8;  // elements
+  int const kv_batch = p.seqlen_k > 0 ? p.batch : 0;
+  int const kv_heads = p.seqlen_k > 0 ? p.heads_kv : 0;
+  auto fix = [&](int64_t& stride, int extent) {
+    if (extent <= 1) { stride = unused; }
+  };
+  auto fix_q_rows = [&](int64_t& batch, int64_t& row, int64_t& head) {
+    fix(batch, p.batch), fix(row, p.seqlen_q), fix(head, p.heads_q);
+  };
+  auto fix_k_rows = [&](int64_t& batch, int64_t& row, int64_t& head) {
+    fix(batch, kv_batch), fix(row, p.seqlen_k), fix(head, kv_heads);
+  };
+  fix_q_rows(p.q_batch_stride, p.q_row_stride, p.q_head_stride);
+  fix_q_rows(p.o_batch_stride, p.o_row_stride, p.o_head_stride);
+  fix_k_rows(p.k_batch_stride, p.k_row_stride, p.k_head_stride);
+  fix_k_rows(p.v_batch_stride, p.v_row_stride, p.v_head_stride);
+  if constexpr (std::is_same_v<Params, BwdParams>) {
+    fix_q_rows(p.do_batch_stride, p.do_row_stride, p.do_head_stride);
+    fix_k_rows(p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride);
+    fix_k_rows(p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride);
+  }
+  return p;
 }
 
 }  // namespace flashcute::sm90

@@ -1,0 +1,100 @@
+// The SM90 backward kernel, warp-specialized. One CTA per (K/V block, query head, batch), blockIdx.x fastest so
+// that in deterministic mode the K/V blocks a dQ block waits for are launched first. Warpgroup 0 produces: warp 0
+// issues the TMA loads (K, V once; Q and dO blocks through the pipelines), warp 1 adds each Q block's dQ into the
+// float32 accumulator with a bulk reduction. Warpgroups 1 and 2 consume: each owns 64 keys of the block and keeps
+// their dK and dV in registers over the Q blocks (bwd_mainloop.h), then writes them (bwd_epilogue.h). The
+// preprocess (D, LSE * log2(e), zeroed dQ accumulator) runs before, the postprocess (dQ; dK and dV with GQA) after.
+//
+// Barriers: barrier_kv (K and V landed, waited once); the Q and dO pipelines (full: TMA bytes, empty: every
+// consumer thread after the gemm that last read the stage); named kdS (consumers, before the dQ gemm reads dS),
+// kdQEmpty / kdQFull (consumers + the dQ warp, around the one dQ buffer), kEpilogue (consumers).
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/reg_reconfig.h>
+
+#include "common/block_range.h"
+#include "common/params.h"
+#include "common/seqlen.h"
+#include "sm90/bwd_epilogue.h"
+#include "sm90/bwd_kernel_traits.h"
+#include "sm90/bwd_mainloop.h"
+
+namespace flashcute::sm90 {
+
+using namespace cute;
+
+template <class Traits, bool kCausal>
+struct BwdKernelParams {
+  BwdParams bwd;
+  typename BwdMainloop<Traits, kCausal>::Params mainloop;
+  typename BwdEpilogue<Traits>::Params epilogue;
+};
+
+template <class Traits, bool kCausal>
+__global__ void __launch_bounds__(Traits::kNumThreads, 1)
+    bwd_kernel(CUTE_GRID_CONSTANT BwdKernelParams<Traits, kCausal> const params) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Mainloop = BwdMainloop<Traits, kCausal>;
+  using Epilogue = BwdEpilogue<Traits>;
+  using SharedStorage = typename Traits::SharedStorage;
+  using TileShape_MNK = typename Traits::TileShape_MNK;
+  BwdParams const& bwd = params.bwd;
+
+  extern __shared__ char smem_buf[];
+  SharedStorage& shared = *reinterpret_cast<SharedStorage*>(smem_buf);
+
+  int const n_block = blockIdx.x;
+  int const bidh = blockIdx.y;
+  int const bidb = blockIdx.z;
+  int const bidh_kv = bidh / (bwd.heads_q / bwd.heads_kv);
+  SeqInfo const seq(bwd, bidb);
+  QBlockRange const range = q_block_range<Traits::kBlockM, Traits::kBlockN, kCausal>(seq, n_block);
+  // No Q block sees these keys (causal aligned top-left with seqlen_k > seqlen_q): dK = dV = 0.
+  bool const has_work = range.m_block_min < range.m_block_max && n_block * Traits::kBlockN < seq.seqlen_k();
+
+  int const warp_group_idx = cutlass::canonical_warp_group_idx();
+  int const warp_idx = cutlass::canonical_warp_idx_sync();
+  bool const is_producer = warp_group_idx == 0;
+
+  if (warp_idx == 0 && cute::elect_one_sync()) {
+    Mainloop::prefetch_descriptors(params.mainloop);
+    Epilogue::prefetch_descriptors(params.epilogue);
+    shared.barrier_kv.init(/*arrive_count=*/1);
+  }
+  BwdPipelines<Traits> pipes(shared, is_producer);
+  __syncthreads();  // barriers initialised (and fenced) before anyone waits on them
+
+  if (is_producer) {
+    cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
+    if (!has_work) { return; }
+    if (threadIdx.x == 0) {  // the pipelines' leader thread arms their barriers
+      Mainloop::load(params.mainloop, bwd, shared, pipes, seq, n_block, bidh, bidh_kv, bidb, range);
+    } else if (warp_idx == 1) {
+      Mainloop::store_dq(bwd, shared, seq, n_block, bidh, range);
+    }
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
+    int const thread_idx = threadIdx.x - cutlass::NumThreadsPerWarpGroup;
+    typename Traits::TiledMmadKV tiled_mma_dkv;
+    Tensor tdKrdK = partition_fragment_C(tiled_mma_dkv, select<1, 2>(TileShape_MNK{}));  // (MMA, MMA_N, MMA_D)
+    Tensor tdVrdV = partition_fragment_C(tiled_mma_dkv, select<1, 2>(TileShape_MNK{}));  // (MMA, MMA_N, MMA_D)
+    clear(tdKrdK);
+    clear(tdVrdV);
+    if (has_work) {
+      shared.barrier_kv.wait(0);
+      Mainloop::mma(bwd, shared, pipes, tdKrdK, tdVrdV, seq, n_block, range, thread_idx);
+    }
+    // dK = scale * dS^T.Q: the softmax scale, left out of the loop, once here.
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < size(tdKrdK); ++i) { tdKrdK(i) *= bwd.softmax_scale; }
+    if (bwd.dk_accum_ptr == nullptr) {
+      Epilogue::store(params.epilogue, shared, tdKrdK, tdVrdV, n_block, bidh_kv, bidb, thread_idx);
+    } else {
+      Epilogue::add(bwd, seq, tdKrdK, tdVrdV, n_block, bidh, bidh_kv, thread_idx);
+    }
+  }
+#endif
+}
+
+}  // namespace flashcute::sm90

@@ -1,0 +1,142 @@
+// Compile-time plan of the SM90 backward for one (element type, head dim): tile shape, the three warpgroup-wide
+// TiledMMAs, GMMA-swizzled shared-memory layouts (and the transposed views the gemms read), pipelines and the
+// shared-memory budget.
+//
+// Keys run along the wgmma M mode: S^T = K.Q^T and dP^T = V.dO^T leave P^T and dS^T in the accumulators of the
+// warpgroup that owns those 64 keys, which are then, converted to 16 bits, the register A operands of
+// dV += P^T.dO and dK += dS^T.Q. Only dQ = dS.K needs dS the other way round: it goes through shared memory.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cute/atom/mma_atom.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/pipeline/pipeline.hpp>
+
+#include "common/params.h"
+#include "instantiations/kernel_table.h"
+#include "sm80/copy_traits.h"
+#include "sm90/kernel_traits.h"
+
+namespace flashcute::sm90 {
+
+using namespace cute;
+
+template <typename Element_, int kHeadDim_>
+struct BwdKernelTraits {
+  using Element = Element_;
+  static constexpr int kHeadDim = kHeadDim_;
+  using Tile = BwdTile<kHeadDim>;
+  static_assert(Tile::kShipped, "no SM90 backward tile for this head dim in flashcute/kernel_table.py");
+  static constexpr int kBlockM = Tile::kBlockM;  // Q/dO rows per step
+  static constexpr int kBlockN = Tile::kBlockN;  // K/V rows of the CTA
+  static constexpr int kStages = Tile::kStages;  // Q/dO (with their LSE/D rows) and dS stages
+  static constexpr int kAtomLayoutMdQ = Tile::kAtomLayoutMdQ;
+
+  // Warp specialization: warpgroup 0 produces (warp 0: TMA loads; warp 1: dQ's bulk reductions), warpgroups 1..2
+  // consume (wgmma, softmax gradient, epilogue).
+  static constexpr int kNumMmaWarpGroups = 2;
+  static constexpr int kNumMmaThreads = kNumMmaWarpGroups * cutlass::NumThreadsPerWarpGroup;
+  static constexpr int kNumThreads = kNumMmaThreads + cutlass::NumThreadsPerWarpGroup;
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+  static_assert(128 * kProducerRegs + kNumMmaThreads * kConsumerRegs <= 65536);
+  static_assert(kBlockN == 64 * kNumMmaWarpGroups, "one 64-key slab per consumer warpgroup");
+  static_assert(kBlockM % 64 == 0 && kBlockM >= kBwdSemaphoreRows && kBwdAccumRowAlign % kBlockM == 0);
+  static_assert(kNumMmaWarpGroups % kAtomLayoutMdQ == 0);
+
+  using TileShape_MNK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;
+
+  using AtomLayoutKeys = Layout<Shape<Int<kNumMmaWarpGroups>, _1, _1>>;  // warpgroup w: keys [64w, 64w + 64)
+  // S^T = K.Q^T and dP^T = V.dO^T: (BLK_N, BLK_M), every operand K-major (head dim contiguous) in shared memory.
+  using TiledMmaSdP = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockM>, Int<kHeadDim>>>(), AtomLayoutKeys{}));
+  // dV += P^T.dO and dK += dS^T.Q: (BLK_N, D); A from the S^T / dP^T registers, B = dO^T / Q^T (MN-major views).
+  using TiledMmadKV = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kBlockM>>, GMMA::Major::K,
+                           GMMA::Major::MN>(),
+      AtomLayoutKeys{}));
+  // dQ = dS.K: (BLK_M, D), the warpgroups split BLK_M over kAtomLayoutMdQ of them and D over the rest. A = dS
+  // (K-major), B = K^T (an MN-major view of K).
+  static constexpr int kdQHeadDimPerWarpGroup = kHeadDim * kAtomLayoutMdQ / kNumMmaWarpGroups;
+  using TiledMmadQ = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float,
+                           Shape<Int<kBlockM / kAtomLayoutMdQ>, Int<kdQHeadDimPerWarpGroup>, Int<kBlockN>>,
+                           GMMA::Major::K, GMMA::Major::MN>(),
+      Layout<Shape<Int<kAtomLayoutMdQ>, Int<kNumMmaWarpGroups / kAtomLayoutMdQ>, _1>>{}));
+
+  // Shared memory. A GMMA descriptor cannot start inside a swizzle atom, so K's atom is the widest that tiles the
+  // dQ gemm's head-dim slice of one warpgroup (K^T is its B operand); the rest tile the whole head dim.
+  using SmemLayoutAtomQdOV = decltype(k_major_smem_atom<Element, kHeadDim>());
+  using SmemLayoutAtomK = decltype(k_major_smem_atom<Element, kdQHeadDimPerWarpGroup>());
+  using SmemLayoutQ = decltype(tile_to_shape(SmemLayoutAtomQdOV{}, Shape<Int<kBlockM>, Int<kHeadDim>, Int<kStages>>{}));
+  using SmemLayoutdO = SmemLayoutQ;
+  using SmemLayoutK = decltype(tile_to_shape(SmemLayoutAtomK{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+  using SmemLayoutV = decltype(tile_to_shape(SmemLayoutAtomQdOV{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+  // dS: (BLK_M, BLK_N) per stage, keys contiguous (the dQ gemm's K-major A).
+  using SmemLayoutdS = decltype(tile_to_shape(k_major_smem_atom<Element, kBlockN>(),
+                                              Shape<Int<kBlockM>, Int<kBlockN>, Int<kStages>>{}));
+  // Transposed views of the same bytes: Q^T, dO^T (D, BLK_M, stage); K^T (D, BLK_N); dS^T (BLK_N, BLK_M, stage).
+  using SmemLayoutQt = decltype(composition(
+      SmemLayoutQ{}, make_ordered_layout(Shape<Int<kHeadDim>, Int<kBlockM>, Int<kStages>>{}, Step<_2, _1, _3>{})));
+  using SmemLayoutdOt = SmemLayoutQt;
+  using SmemLayoutKt = decltype(composition(
+      SmemLayoutK{}, make_ordered_layout(Shape<Int<kHeadDim>, Int<kBlockN>>{}, Step<_2, _1>{})));
+  using SmemLayoutdSt = decltype(composition(
+      SmemLayoutdS{}, make_ordered_layout(Shape<Int<kBlockN>, Int<kBlockM>, Int<kStages>>{}, Step<_2, _1, _3>{})));
+  // LSE * log2(e) and D of each Q/dO stage's rows, and their broadcast over the keys (BLK_N, BLK_M, stage): a
+  // thread reads the values of its S^T accumulator's columns through the accumulator's own partition.
+  using SmemLayoutRowStats = Layout<Shape<Int<kBlockM>, Int<kStages>>>;
+  using SmemLayoutRowStatsMma = Layout<Shape<Int<kBlockN>, Int<kBlockM>, Int<kStages>>, Stride<_0, _1, Int<kBlockM>>>;
+  // dQ of one Q block in float32, in the register order of sm80/gmem.h accum_block (element i of consumer thread
+  // t at i * kNumMmaThreads + t): written conflict-free, and bulk-reduced into dq_accum as one block.
+  static constexpr int kdQElems = kBlockM * kHeadDim;
+
+  // registers -> smem: dS^T transposed into dS (stmatrix .trans), dK/dV as they are (stmatrix).
+  using SmemCopyAtomdS = Copy_Atom<SM90_U16x8_STSM_T, Element>;
+  using SmemCopyAtomdKV = Copy_Atom<SM90_U32x4_STSM_N, Element>;
+
+  using PipelineQdO = cutlass::PipelineTmaAsync<kStages>;
+  using BarrierKV = cutlass::arch::ClusterTransactionBarrier;
+  static constexpr uint32_t kTmaBytesQdO = kBlockM * kHeadDim * sizeof(Element) + kBlockM * sizeof(float);
+  static constexpr uint32_t kTmaBytesKV = 2 * kBlockN * kHeadDim * sizeof(Element);
+
+  struct SharedStorage {
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> smem_q;
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutdO>, 1024> smem_do;
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> smem_k;   // dK at the end
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutV>, 1024> smem_v;   // dV at the end
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutdS>, 1024> smem_ds;
+    cute::array_aligned<float, kdQElems, 128> smem_dq;
+    cute::array_aligned<float, cute::cosize_v<SmemLayoutRowStats>, 128> smem_lse_log2;
+    cute::array_aligned<float, cute::cosize_v<SmemLayoutRowStats>, 128> smem_dsum;
+    typename PipelineQdO::SharedStorage pipeline_q;
+    typename PipelineQdO::SharedStorage pipeline_do;
+    BarrierKV barrier_kv;
+  };
+  static constexpr int kMaxSmemBytes = 227 * 1024;
+  static constexpr int kSmemBytes = sizeof(SharedStorage);
+  static_assert(kSmemBytes <= kMaxSmemBytes, "shared memory plan exceeds the 227 KiB an SM90 CTA may use");
+
+  // The preprocess and postprocess (sm80/bwd_preprocess.h, sm80/bwd_postprocess.h) are arch-neutral: they read
+  // this view of the kernel (its block heights, its consumer threads and the TiledMMAs whose register order the
+  // float32 accumulators hold) and do their copies with SM80 instructions.
+  struct PrePost : sm80::CopyTraits<Element, kHeadDim, kNumMmaThreads> {
+    using Base = sm80::CopyTraits<Element, kHeadDim, kNumMmaThreads>;
+    using Element = Element_;
+    static constexpr int kHeadDim = kHeadDim_;
+    static constexpr int kBlockM = BwdKernelTraits::kBlockM;
+    static constexpr int kBlockN = BwdKernelTraits::kBlockN;
+    static constexpr int kNThreads = kNumMmaThreads;
+    using TiledMmadQ = typename BwdKernelTraits::TiledMmadQ;
+    using TiledMmadKV = typename BwdKernelTraits::TiledMmadKV;
+    // The postprocess's staging tile: rows padded by 16 bytes, so the accumulator's 4-byte pairs (8 rows x 4
+    // threads per warp store) land in 32 distinct banks. (A warpgroup's head-dim slice of dQ, 48 columns at head
+    // dim 96, does not tile the 32- or 64-column swizzle atoms.)
+    template <int kRows>
+    using PaddedRows = Layout<Shape<Int<kRows>, Int<kHeadDim>>, Stride<Int<kHeadDim + 8>, _1>>;
+    using SmemLayoutQdO = PaddedRows<kBlockM>;
+    using SmemLayoutKV = PaddedRows<kBlockN>;
+  };
+};
+
+}  // namespace flashcute::sm90

@@ -1,0 +1,70 @@
+// Host side of the SM90 backward: the preprocess, the warp-specialized kernel (one per causal flag) and the
+// postprocess on the caller's stream. The pre- and postprocess are the SM80 backward's (arch-neutral) kernels,
+// run with this kernel's block heights, threads and accumulator order (BwdKernelTraits::PrePost).
+#pragma once
+
+#include <cstring>
+#include <string>
+
+#include <cuda_runtime.h>
+
+#include "common/params.h"
+#include "sm80/bwd_launch.h"
+#include "sm90/bwd_kernel.h"
+#include "sm90/bwd_kernel_traits.h"
+#include "sm90/requirements.h"
+
+namespace flashcute::sm90 {
+
+template <class Traits, bool kCausal>
+void launch_bwd(BwdParams const& params, cudaStream_t stream) {
+  using PrePost = typename Traits::PrePost;
+  auto blocks = [](int rows, int block) { return (rows + block - 1) / block; };
+
+  sm80::bwd_preprocess_kernel<PrePost>
+      <<<dim3(blocks(params.seqlen_q, Traits::kBlockM), params.heads_q, params.batch), PrePost::kNThreads, 0, stream>>>(
+          params);
+
+  BwdKernelParams<Traits, kCausal> const kernel_params{params, BwdMainloop<Traits, kCausal>::make_params(params),
+                                                       BwdEpilogue<Traits>::make_params(params)};
+  auto kernel = &bwd_kernel<Traits, kCausal>;
+  constexpr int kSmemBytes = Traits::kSmemBytes;
+  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+  dim3 const grid(blocks(params.seqlen_k, Traits::kBlockN), params.heads_q, params.batch);
+  kernel<<<grid, Traits::kNumThreads, kSmemBytes, stream>>>(kernel_params);
+
+  sm80::launch_postprocess<PrePost, sm80::Grad::kDQ>(params, blocks(params.seqlen_q, Traits::kBlockM), params.heads_q,
+                                                     stream);
+  if (params.dk_accum_ptr != nullptr) {
+    int const kv_blocks = blocks(params.seqlen_k, Traits::kBlockN);
+    sm80::launch_postprocess<PrePost, sm80::Grad::kDK>(params, kv_blocks, params.heads_kv, stream);
+    sm80::launch_postprocess<PrePost, sm80::Grad::kDV>(params, kv_blocks, params.heads_kv, stream);
+  }
+}
+
+// The registry's entry (common/registry.h) for one (dtype, head dim).
+template <typename Element, int kHeadDim>
+struct BwdKernel {
+  using Traits = BwdKernelTraits<Element, kHeadDim>;
+
+  // The caller allocates lse_log2_ptr for kernels of this arch (flash_api.cpp).
+  static bool can_run(BwdParams const& params, char* why, int why_size) {
+    std::string const reason = unsupported_reason(params, sizeof(Element));
+    if (!reason.empty() && why_size > 0) {
+      std::strncpy(why, reason.c_str(), why_size - 1);
+      why[why_size - 1] = '\0';
+    }
+    return reason.empty();
+  }
+
+  static void launch(BwdParams const& params, cudaStream_t stream) {
+    BwdParams const tma_params = with_tma_strides(params);
+    if (params.causal) {
+      launch_bwd<Traits, true>(tma_params, stream);
+    } else {
+      launch_bwd<Traits, false>(tma_params, stream);
+    }
+  }
+};
+
+}  // namespace flashcute::sm90

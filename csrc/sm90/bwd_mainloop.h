@@ -1,0 +1,327 @@
+// The SM90 backward mainloop of one K/V block: the producer's TMA loads, the dQ warp's bulk reductions and the
+// consumers' five gemms per Q block.
+//
+// Producer (one thread): K and V once (barrier_kv), then for each Q block that sees them Q with its rows'
+// LSE * log2(e), and dO with its rows' D, through kStages-deep pipelines (TMA for the tiles, a bulk copy for the
+// row statistics, all counted on the stage's full barrier). TMA zero-fills rows past seqlen and columns past
+// head_dim; the statistics of padding rows are +inf and 0 (the preprocess wrote them), so their P and dS are 0.
+//
+// Consumer warpgroups (64 keys each), per Q block m:
+//   S^T = K.Q(m)^T ; dP^T = V.dO(m)^T               (SS, async)
+//   P^T = exp2(S^T * scale * log2(e) - LSE * log2(e)) (masked where needed) ; dS^T = P^T * (dP^T - D)
+//   dS^T -> dS in shared memory (stmatrix .trans)  ; dV += P^T.dO(m)   (RS: P^T from registers)
+//   [every warpgroup's dS written] ; dQ(m) = dS.K (SS) ; dK += dS^T.Q(m) (RS)
+//   dQ(m) -> shared memory, for the dQ warp to add into the float32 accumulator with one bulk reduction.
+// The softmax scale of dK and dQ is applied once, at the end (dK) and in the postprocess (dQ).
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/pipeline/pipeline.hpp>
+
+#include "common/block_range.h"
+#include "common/mask.h"
+#include "common/params.h"
+#include "common/seqlen.h"
+#include "common/turnstile.h"
+#include "common/utils.h"
+#include "sm80/gmem.h"
+#include "sm90/bwd_kernel_traits.h"
+#include "sm90/gmem.h"
+#include "sm90/named_barriers.h"
+#include "sm90/wgmma.h"
+
+namespace flashcute::sm90 {
+
+using namespace cute;
+
+// The Q and dO pipelines: they advance together (one stage index for both, and for dS).
+template <class Traits>
+struct BwdPipelines {
+  using Pipeline = typename Traits::PipelineQdO;
+  Pipeline q;   // full: Q tile + LSE rows (TMA bytes)   empty: consumers after the block's dK gemm
+  Pipeline dO;  // full: dO tile + D rows (TMA bytes)    empty: consumers after the block's dV gemm
+  typename Pipeline::PipelineState state;
+
+  template <class SharedStorage>
+  CUTLASS_DEVICE BwdPipelines(SharedStorage& shared, bool is_producer)
+      : q(shared.pipeline_q, params(is_producer), Shape<_1, _1, _1>{}),
+        dO(shared.pipeline_do, params(is_producer), Shape<_1, _1, _1>{}) {
+    if (is_producer) { state = cutlass::make_producer_start_state<Pipeline>(); }
+  }
+
+ private:
+  CUTLASS_DEVICE static typename Pipeline::Params params(bool is_producer) {
+    typename Pipeline::Params p;
+    p.transaction_bytes = Traits::kTmaBytesQdO;
+    p.role = is_producer ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
+    p.is_leader = threadIdx.x == 0;
+    p.num_consumers = Traits::kNumMmaThreads;
+    return p;
+  }
+};
+
+template <class Traits, bool kCausal>
+struct BwdMainloop {
+  using Element = typename Traits::Element;
+  using TileShape_MNK = typename Traits::TileShape_MNK;
+  static constexpr int kBlockM = Traits::kBlockM;
+  static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr int kHeadDim = Traits::kHeadDim;
+  static constexpr int kNumMmaThreads = Traits::kNumMmaThreads;
+
+  using TmaLoadQdO = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensorQKVO<Element>{},
+                                            take<0, 2>(typename Traits::SmemLayoutQ{}), select<0, 2>(TileShape_MNK{}), _1{}));
+  using TmaLoadK = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensorQKVO<Element>{}, typename Traits::SmemLayoutK{},
+                                          select<1, 2>(TileShape_MNK{}), _1{}));
+  using TmaLoadV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensorQKVO<Element>{}, typename Traits::SmemLayoutV{},
+                                          select<1, 2>(TileShape_MNK{}), _1{}));
+
+  struct Params {
+    TmaLoadQdO tma_load_q;
+    TmaLoadQdO tma_load_do;
+    TmaLoadK tma_load_k;
+    TmaLoadV tma_load_v;
+    ShapeQKVO shape_q;
+    ShapeQKVO shape_kv;
+  };
+
+  static Params make_params(BwdParams const& p) {
+    auto [mQ, mK, mV, mO] = make_gmem_tensors<Element>(p);
+    Tensor mdO = get<0>(make_grad_gmem_tensors<Element>(p));
+    auto q_tile = select<0, 2>(TileShape_MNK{});
+    auto kv_tile = select<1, 2>(TileShape_MNK{});
+    return {make_tma_copy(SM90_TMA_LOAD{}, mQ, take<0, 2>(typename Traits::SmemLayoutQ{}), q_tile, _1{}),
+            make_tma_copy(SM90_TMA_LOAD{}, mdO, take<0, 2>(typename Traits::SmemLayoutdO{}), q_tile, _1{}),
+            make_tma_copy(SM90_TMA_LOAD{}, mK, typename Traits::SmemLayoutK{}, kv_tile, _1{}),
+            make_tma_copy(SM90_TMA_LOAD{}, mV, typename Traits::SmemLayoutV{}, kv_tile, _1{}),
+            mQ.shape(), mK.shape()};
+  }
+
+  CUTLASS_DEVICE static void prefetch_descriptors(Params const& params) {
+    cute::prefetch_tma_descriptor(params.tma_load_q.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(params.tma_load_do.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(params.tma_load_k.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(params.tma_load_v.get_tma_descriptor());
+  }
+
+  // Producer, one thread.
+  template <class SharedStorage>
+  CUTLASS_DEVICE static void load(Params const& params, BwdParams const& bwd, SharedStorage& shared,
+                                  BwdPipelines<Traits>& pipes, SeqInfo const& seq, int n_block, int bidh, int bidh_kv,
+                                  int bidb, QBlockRange const& range) {
+    Tensor mQ = params.tma_load_q.get_tma_tensor(params.shape_q);
+    Tensor mdO = params.tma_load_do.get_tma_tensor(params.shape_q);
+    Tensor mK = params.tma_load_k.get_tma_tensor(params.shape_kv);
+    Tensor mV = params.tma_load_v.get_tma_tensor(params.shape_kv);
+    // Slicing one (head, batch) first keeps every box inside it: rows past seqlen are out of bounds.
+    Tensor gQ = local_tile(mQ(_, _, bidh, bidb), select<0, 2>(TileShape_MNK{}), make_coord(_, _0{}));   // (M, D, m)
+    Tensor gdO = local_tile(mdO(_, _, bidh, bidb), select<0, 2>(TileShape_MNK{}), make_coord(_, _0{})); // (M, D, m)
+    Tensor gK = local_tile(mK(_, _, bidh_kv, bidb), select<1, 2>(TileShape_MNK{}), make_coord(n_block, _0{}));  // (N, D)
+    Tensor gV = local_tile(mV(_, _, bidh_kv, bidb), select<1, 2>(TileShape_MNK{}), make_coord(n_block, _0{}));  // (N, D)
+    Tensor gLSELog2 = local_tile(sm80::make_row_workspace_tensor(bwd.lse_log2_ptr, bwd, seq, bidh),
+                                 Shape<Int<kBlockM>>{}, make_coord(_));  // (M, m)
+    Tensor gD = local_tile(sm80::make_row_workspace_tensor(bwd.dsoftmax_sum_ptr, bwd, seq, bidh),
+                           Shape<Int<kBlockM>>{}, make_coord(_));  // (M, m)
+
+    Tensor sQ = make_tensor(make_smem_ptr(shared.smem_q.data()), typename Traits::SmemLayoutQ{});
+    Tensor sdO = make_tensor(make_smem_ptr(shared.smem_do.data()), typename Traits::SmemLayoutdO{});
+    Tensor sK = make_tensor(make_smem_ptr(shared.smem_k.data()), typename Traits::SmemLayoutK{});
+    Tensor sV = make_tensor(make_smem_ptr(shared.smem_v.data()), typename Traits::SmemLayoutV{});
+    Tensor sLSELog2 = make_tensor(make_smem_ptr(shared.smem_lse_log2.data()), typename Traits::SmemLayoutRowStats{});
+    Tensor sD = make_tensor(make_smem_ptr(shared.smem_dsum.data()), typename Traits::SmemLayoutRowStats{});
+
+    auto [tQgQ, tQsQ] = tma_partition(params.tma_load_q, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sQ),
+                                      group_modes<0, 2>(gQ));  // (TMA, m), (TMA, stage)
+    auto [tdOgdO, tdOsdO] = tma_partition(params.tma_load_do, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sdO),
+                                          group_modes<0, 2>(gdO));  // (TMA, m), (TMA, stage)
+    auto [tKgK, tKsK] = tma_partition(params.tma_load_k, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sK),
+                                      group_modes<0, 2>(gK));  // (TMA), (TMA)
+    auto [tVgV, tVsV] = tma_partition(params.tma_load_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV),
+                                      group_modes<0, 2>(gV));  // (TMA), (TMA)
+
+    shared.barrier_kv.arrive_and_expect_tx(Traits::kTmaBytesKV);
+    copy(params.tma_load_k.with(reinterpret_cast<uint64_t&>(shared.barrier_kv)), tKgK, tKsK);
+    copy(params.tma_load_v.with(reinterpret_cast<uint64_t&>(shared.barrier_kv)), tVgV, tVsV);
+
+    constexpr int kRowStatBytes = kBlockM * sizeof(float);
+    for (int m_block = range.m_block_min; m_block < range.m_block_max; ++m_block) {
+      int const stage = pipes.state.index();
+      pipes.q.producer_acquire(pipes.state);
+      auto* q_full = pipes.q.producer_get_barrier(pipes.state);
+      copy(params.tma_load_q.with(*q_full), tQgQ(_, m_block), tQsQ(_, stage));
+      SM90_BULK_COPY_G2S::copy(&gLSELog2(0, m_block), q_full, &sLSELog2(0, stage), kRowStatBytes);
+      pipes.dO.producer_acquire(pipes.state);
+      auto* do_full = pipes.dO.producer_get_barrier(pipes.state);
+      copy(params.tma_load_do.with(*do_full), tdOgdO(_, m_block), tdOsdO(_, stage));
+      SM90_BULK_COPY_G2S::copy(&gD(0, m_block), do_full, &sD(0, stage), kRowStatBytes);
+      ++pipes.state;
+    }
+  }
+
+  // The dQ warp of the producer warpgroup (all 32 lanes, lane 0 issues): each Q block's dQ, once the consumers
+  // have put it in shared memory, is added into this head's float32 accumulator by one bulk reduction. With a
+  // turnstile (deterministic mode) the K/V blocks add in n_block order; the K/V blocks visiting a Q block are a
+  // prefix [0, n) of them (common/block_range.h), so the turn is n_block.
+  template <class SharedStorage>
+  CUTLASS_DEVICE static void store_dq(BwdParams const& bwd, SharedStorage& shared, SeqInfo const& seq, int n_block,
+                                      int bidh, QBlockRange const& range) {
+    using cutlass::arch::NamedBarrier;
+    constexpr int kThreads = kNumMmaThreads + cutlass::NumThreadsPerWarp;
+    bool const lane0 = cute::elect_one_sync();
+    float* const dq_accum_head = bwd.dq_accum_ptr + (seq.q_accum_offset() + int64_t(bidh) * seq.q_accum_rows()) * kHeadDim;
+    int* const turnstile = bwd.dq_semaphore == nullptr ? nullptr
+        : bwd.dq_semaphore + seq.q_semaphore_offset() + int64_t(bidh) * seq.q_semaphores();
+    for (int m_block = range.m_block_min; m_block < range.m_block_max; ++m_block) {
+      NamedBarrier::arrive(kThreads, uint32_t(BwdNamedBarrierId::kdQEmpty));
+      NamedBarrier::sync(kThreads, uint32_t(BwdNamedBarrierId::kdQFull));
+      if (lane0) {
+        int* const counter = turnstile == nullptr ? nullptr : turnstile + m_block * (kBlockM / kBwdSemaphoreRows);
+        if (counter != nullptr) { turnstile_spin(counter, n_block); }
+        bulk_reduce_add_f32(dq_accum_head + int64_t(m_block) * Traits::kdQElems, shared.smem_dq.data(),
+                            Traits::kdQElems * sizeof(float));
+        tma_store_arrive();
+        if (counter != nullptr) {
+          bulk_wait_complete();
+          turnstile_release(counter);
+        } else {
+          tma_store_wait<0>();  // shared memory read: the consumers may write the next block's dQ
+        }
+      }
+      __syncwarp();
+    }
+  }
+
+  // Consumer warpgroups: accumulate the K/V block's dK (unscaled) and dV over its Q blocks.
+  template <class SharedStorage, class FragdKV>
+  CUTLASS_DEVICE static void mma(BwdParams const& bwd, SharedStorage& shared, BwdPipelines<Traits>& pipes,
+                                 FragdKV& tdKrdK, FragdKV& tdVrdV, SeqInfo const& seq, int n_block,
+                                 QBlockRange const& range, int thread_idx) {
+    using cutlass::arch::NamedBarrier;
+    typename Traits::TiledMmaSdP tiled_mma_sdp;
+    typename Traits::TiledMmadKV tiled_mma_dkv;
+    typename Traits::TiledMmadQ tiled_mma_dq;
+    auto thr_mma_sdp = tiled_mma_sdp.get_thread_slice(thread_idx);
+    auto thr_mma_dkv = tiled_mma_dkv.get_thread_slice(thread_idx);
+    auto thr_mma_dq = tiled_mma_dq.get_thread_slice(thread_idx);
+
+    Tensor sQ = make_tensor(make_smem_ptr(shared.smem_q.data()), typename Traits::SmemLayoutQ{});     // (M, D, stage)
+    Tensor sdO = make_tensor(make_smem_ptr(shared.smem_do.data()), typename Traits::SmemLayoutdO{});  // (M, D, stage)
+    Tensor sQt = make_tensor(make_smem_ptr(shared.smem_q.data()), typename Traits::SmemLayoutQt{});    // (D, M, stage)
+    Tensor sdOt = make_tensor(make_smem_ptr(shared.smem_do.data()), typename Traits::SmemLayoutdOt{}); // (D, M, stage)
+    Tensor sK = make_tensor(make_smem_ptr(shared.smem_k.data()), typename Traits::SmemLayoutK{});     // (N, D)
+    Tensor sKt = make_tensor(make_smem_ptr(shared.smem_k.data()), typename Traits::SmemLayoutKt{});   // (D, N)
+    Tensor sV = make_tensor(make_smem_ptr(shared.smem_v.data()), typename Traits::SmemLayoutV{});     // (N, D)
+    Tensor sdS = make_tensor(make_smem_ptr(shared.smem_ds.data()), typename Traits::SmemLayoutdS{});    // (M, N, stage)
+    Tensor sdSt = make_tensor(make_smem_ptr(shared.smem_ds.data()), typename Traits::SmemLayoutdSt{});  // (N, M, stage)
+    Tensor sLSELog2 = make_tensor(make_smem_ptr(shared.smem_lse_log2.data()),
+                                  typename Traits::SmemLayoutRowStatsMma{});  // (N, M, stage), stride 0 along N
+    Tensor sD = make_tensor(make_smem_ptr(shared.smem_dsum.data()), typename Traits::SmemLayoutRowStatsMma{});
+    Tensor sdQ = make_tensor(make_smem_ptr(shared.smem_dq.data()),
+                             Layout<Shape<Int<kNumMmaThreads>, Int<Traits::kdQElems / kNumMmaThreads>>,
+                                    Stride<_1, Int<kNumMmaThreads>>>{});  // (thread, element)
+
+    // S^T = K.Q^T and dP^T = V.dO^T
+    Tensor tSrK = thr_mma_sdp.partition_fragment_A(sK);     // (MMA, MMA_N, MMA_D)
+    Tensor tSrQ = thr_mma_sdp.partition_fragment_B(sQ);     // (MMA, MMA_M, MMA_D, stage)
+    Tensor tdPrV = thr_mma_sdp.partition_fragment_A(sV);    // (MMA, MMA_N, MMA_D)
+    Tensor tdPrdO = thr_mma_sdp.partition_fragment_B(sdO);  // (MMA, MMA_M, MMA_D, stage)
+    // dV += P^T.dO and dK += dS^T.Q: the B operands, transposed views
+    Tensor tdVrdOt = thr_mma_dkv.partition_fragment_B(sdOt);  // (MMA, MMA_D, MMA_M, stage)
+    Tensor tdKrQt = thr_mma_dkv.partition_fragment_B(sQt);    // (MMA, MMA_D, MMA_M, stage)
+    // dQ = dS.K
+    Tensor tdQrdS = thr_mma_dq.partition_fragment_A(sdS);  // (MMA, MMA_M, MMA_N, stage)
+    Tensor tdQrKt = thr_mma_dq.partition_fragment_B(sKt);  // (MMA, MMA_D, MMA_N)
+    CUTE_STATIC_ASSERT_V(size<2>(tSrK) == size<2>(tSrQ));     // S^T: the head-dim k-blocks pair up
+    CUTE_STATIC_ASSERT_V(size<2>(tdQrdS) == size<2>(tdQrKt)); // dQ: the key k-blocks pair up
+
+    // dS^T registers -> dS in shared memory, transposed by stmatrix.
+    auto smem_tiled_copy_dS = make_tiled_copy_C(typename Traits::SmemCopyAtomdS{}, tiled_mma_sdp);
+    auto smem_thr_copy_dS = smem_tiled_copy_dS.get_thread_slice(thread_idx);
+    Tensor tdSsdS = smem_thr_copy_dS.partition_D(sdSt);  // (CPY, CPY_N, CPY_M, stage)
+
+    // (key, query) inside the block of each S^T element of this thread, for the mask.
+    Tensor tScS = make_rowcol(thr_mma_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockN>, Int<kBlockM>>{})));
+    int const kv_row_end = seq.seqlen_k() - n_block * kBlockN;
+
+    auto step = [&](int m_block, auto masked) CUTLASS_LAMBDA_FUNC_INLINE {
+      int const stage = pipes.state.index();
+      Tensor tSrS = partition_fragment_C(tiled_mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});   // (MMA, MMA_N, MMA_M)
+      Tensor tdPrdP = partition_fragment_C(tiled_mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});  // (MMA, MMA_N, MMA_M)
+      pipes.q.consumer_wait(pipes.state);
+      wgmma_gemm</*kZeroInit=*/true>(tiled_mma_sdp, tSrK, tSrQ(_, _, _, stage), tSrS);
+      pipes.dO.consumer_wait(pipes.state);
+      wgmma_gemm</*kZeroInit=*/true>(tiled_mma_sdp, tdPrV, tdPrdO(_, _, _, stage), tdPrdP);
+
+      // P^T = exp2(S^T * scale * log2(e) - LSE * log2(e)): a thread's columns are queries, whose statistics it
+      // reads from this stage's rows through the accumulator's partition.
+      Tensor lse_log2 = make_rowcol(thr_mma_sdp.partition_C(sLSELog2(_, _, stage)));  // (keys, queries)
+      Tensor dsum = make_rowcol(thr_mma_sdp.partition_C(sD(_, _, stage)));
+      warpgroup_wait<1>();
+      warpgroup_fence_operand(tSrS);
+      Tensor scores = make_rowcol(tSrS);  // (keys, queries)
+      if constexpr (decltype(masked)::value) {
+        apply_mask_transposed<kCausal>(scores, tScS, n_block * kBlockN, m_block * kBlockM, seq.seqlen_k(),
+                                       seq.causal_offset());
+      }
+      CUTLASS_PRAGMA_UNROLL
+      for (int mi = 0; mi < size<0>(scores); ++mi) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int nj = 0; nj < size<1>(scores); ++nj) {
+          scores(mi, nj) = exp2f(scores(mi, nj) * bwd.softmax_scale_log2 - lse_log2(mi, nj));
+        }
+      }
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tdPrdP);
+      Tensor dscores = make_rowcol(tdPrdP);  // dS^T = P^T * (dP^T - D), in place of dP^T
+      CUTLASS_PRAGMA_UNROLL
+      for (int mi = 0; mi < size<0>(dscores); ++mi) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int nj = 0; nj < size<1>(dscores); ++nj) {
+          dscores(mi, nj) = scores(mi, nj) * (dscores(mi, nj) - dsum(mi, nj));
+        }
+      }
+      // 16-bit copies, register for register: P^T and dS^T as the A operands of the dV and dK gemms.
+      Tensor rP = make_tensor_like<Element>(tSrS);
+      Tensor rdS = make_tensor_like<Element>(tdPrdP);
+      convert_into(tSrS, rP);
+      convert_into(tdPrdP, rdS);
+      Tensor tdVrP = make_tensor(rP.data(), acc_as_operand_a(rP.layout()));     // (MMA, MMA_N, MMA_M / 16)
+      Tensor tdKrdS = make_tensor(rdS.data(), acc_as_operand_a(rdS.layout()));  // (MMA, MMA_N, MMA_M / 16)
+      CUTE_STATIC_ASSERT_V(size<2>(tdVrP) == size<2>(tdVrdOt));  // P^T's k-blocks are dO^T's
+
+      copy(smem_tiled_copy_dS, smem_thr_copy_dS.retile_S(rdS), tdSsdS(_, _, _, stage));
+      wgmma_gemm</*kZeroInit=*/false>(tiled_mma_dkv, tdVrP, tdVrdOt(_, _, _, stage), tdVrdV);
+      // dS of both warpgroups in shared memory (generic-proxy writes -> visible to wgmma) before the dQ gemm; the
+      // stage it overwrites was last read by the previous block's dQ gemm, which both warpgroups have waited for.
+      cutlass::arch::fence_view_async_shared();
+      NamedBarrier::sync(kNumMmaThreads, uint32_t(BwdNamedBarrierId::kdS));
+      Tensor tdQrdQ = partition_fragment_C(tiled_mma_dq, select<0, 2>(TileShape_MNK{}));  // (MMA, MMA_M, MMA_D)
+      wgmma_gemm</*kZeroInit=*/true>(tiled_mma_dq, tdQrdS(_, _, _, stage), tdQrKt, tdQrdQ);
+      wgmma_gemm</*kZeroInit=*/false>(tiled_mma_dkv, tdKrdS, tdKrQt(_, _, _, stage), tdKrdK);
+      warpgroup_wait<1>();  // dV and dQ done; dK still running
+      warpgroup_fence_operand(tdQrdQ);
+      pipes.dO.consumer_release(pipes.state);
+
+      NamedBarrier::sync(kNumMmaThreads + cutlass::NumThreadsPerWarp, uint32_t(BwdNamedBarrierId::kdQEmpty));
+      CUTE_STATIC_ASSERT_V(size(tdQrdQ) == size<1>(sdQ));
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(tdQrdQ); ++i) { sdQ(thread_idx, i) = tdQrdQ(i); }
+      cutlass::arch::fence_view_async_shared();  // visible to the bulk reduction (async proxy)
+      NamedBarrier::arrive(kNumMmaThreads + cutlass::NumThreadsPerWarp, uint32_t(BwdNamedBarrierId::kdQFull));
+
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tdKrdK);
+      pipes.q.consumer_release(pipes.state);
+      ++pipes.state;
+    };
+
+    // A ragged K/V block (the last) masks its padding keys in every Q block; otherwise only the diagonal's blocks.
+    int const masked_end = kv_row_end < kBlockN ? range.m_block_max : range.m_block_masked_end;
+    int m_block = range.m_block_min;
+    for (; m_block < masked_end; ++m_block) { step(m_block, cute::true_type{}); }
+    for (; m_block < range.m_block_max; ++m_block) { step(m_block, cute::false_type{}); }
+  }
+};
+
+}  // namespace flashcute::sm90
