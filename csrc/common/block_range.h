@@ -51,4 +51,14 @@ __host__ __device__ inline QBlockRange q_block_range(SeqInfo const& seq, int n_b
   return {m_block_min, m_block_max, min(m_block_masked_end, m_block_max)};
 }
 
+// The K/V blocks that visit Q block m_block in the backward (the inverse of q_block_range): blocks [0, n_end).
+template <int kBlockM, int kBlockN, bool kCausal>
+__host__ __device__ inline int kv_blocks_visiting(SeqInfo const& seq, int m_block) {
+  int const n_blocks = (seq.seqlen_k() + kBlockN - 1) / kBlockN;
+  if constexpr (!kCausal) { return n_blocks; }
+  // q_block_range: block n visits m iff its first_row = n * kBlockN - causal_offset < (m + 1) * kBlockM.
+  int const end = (m_block + 1) * kBlockM + seq.causal_offset();
+  return end <= 0 ? 0 : min(n_blocks, (end + kBlockN - 1) / kBlockN);
+}
+
 }  // namespace flashcute

@@ -161,8 +161,10 @@ struct BwdMainloop {
 
   // The dQ warp of the producer warpgroup (all 32 lanes, lane 0 issues): each Q block's dQ, once the consumers
   // have put it in shared memory, is added into this head's float32 accumulator by one bulk reduction. With a
-  // turnstile (deterministic mode) the K/V blocks add in n_block order; the K/V blocks visiting a Q block are a
-  // prefix [0, n) of them (common/block_range.h), so the turn is n_block.
+  // turnstile (deterministic mode) the K/V blocks visiting a Q block, a prefix [0, n_end) of them
+  // (common/block_range.h), add in a fixed order: increasing n_block without causal, where they all start at Q
+  // block 0 and walk in step; decreasing with causal, where block n starts at the diagonal, so a higher n_block
+  // reaches a given Q block sooner (in n_block order, each would wait for all the lower ones' longer walks).
   template <class SharedStorage>
   CUTLASS_DEVICE static void store_dq(BwdParams const& bwd, SharedStorage& shared, SeqInfo const& seq, int n_block,
                                       int bidh, QBlockRange const& range) {
@@ -177,7 +179,10 @@ struct BwdMainloop {
       NamedBarrier::sync(kThreads, uint32_t(BwdNamedBarrierId::kdQFull));
       if (lane0) {
         int* const counter = turnstile == nullptr ? nullptr : turnstile + m_block * (kBlockM / kBwdSemaphoreRows);
-        if (counter != nullptr) { turnstile_spin(counter, n_block); }
+        if (counter != nullptr) {
+          int const n_end = kv_blocks_visiting<kBlockM, kBlockN, kCausal>(seq, m_block);
+          turnstile_spin(counter, kCausal ? n_end - 1 - n_block : n_block);
+        }
         bulk_reduce_add_f32(dq_accum_head + int64_t(m_block) * Traits::kdQElems, shared.smem_dq.data(),
                             Traits::kdQElems * sizeof(float));
         tma_store_arrive();

@@ -1,0 +1,51 @@
+// Host-side check of the backward's block ranges (csrc/common/block_range.h): for every Q block, the K/V blocks
+// whose q_block_range contains it are exactly [0, kv_blocks_visiting) (the prefix the deterministic modes order
+// their dQ additions by). Built with g++ by tests/test_block_range.py; prints one line per mismatch, then "checked N".
+#include <algorithm>
+#include <cstdio>
+
+#include <cuda_runtime.h>  // __host__ / __device__ for the host compiler
+
+using std::max;
+using std::min;
+
+#include "common/block_range.h"
+
+template <int kBlockM, int kBlockN, bool kCausal>
+long check(int seqlen_q, int seqlen_k, bool top_left, long& cases) {
+  flashcute::FwdParams p{};
+  p.batch = 1, p.heads_q = 1, p.heads_kv = 1, p.seqlen_q = seqlen_q, p.seqlen_k = seqlen_k;
+  p.causal = kCausal, p.causal_top_left = top_left, p.causal_offset = top_left ? 0 : seqlen_k - seqlen_q;
+  flashcute::SeqInfo const seq(p, 0);
+  int const m_blocks = (seqlen_q + kBlockM - 1) / kBlockM, n_blocks = (seqlen_k + kBlockN - 1) / kBlockN;
+  long bad = 0;
+  for (int m = 0; m < m_blocks; ++m) {
+    int const n_end = flashcute::kv_blocks_visiting<kBlockM, kBlockN, kCausal>(seq, m);
+    for (int n = 0; n < n_blocks; ++n) {
+      flashcute::QBlockRange const r = flashcute::q_block_range<kBlockM, kBlockN, kCausal>(seq, n);
+      bool const visits = r.m_block_min <= m && m < r.m_block_max;
+      if (visits != (n < n_end)) {
+        std::printf("mismatch block_m %d block_n %d causal %d top_left %d sq %d sk %d: m %d n %d visits %d n_end %d\n",
+                    kBlockM, kBlockN, int(kCausal), int(top_left), seqlen_q, seqlen_k, m, n, int(visits), n_end);
+        ++bad;
+      }
+    }
+  }
+  ++cases;
+  return bad;
+}
+
+int main() {
+  int const lengths[] = {1, 17, 63, 64, 65, 113, 127, 128, 129, 200, 255, 256, 257, 1000, 1023, 4097};
+  long bad = 0, cases = 0;
+  for (int sq : lengths) {
+    for (int sk : lengths) {
+      for (bool top_left : {false, true}) {
+        bad += check<64, 128, true>(sq, sk, top_left, cases) + check<128, 128, true>(sq, sk, top_left, cases);
+        bad += check<64, 128, false>(sq, sk, top_left, cases) + check<64, 64, true>(sq, sk, top_left, cases);
+      }
+    }
+  }
+  std::printf("checked %ld\n", cases);
+  return bad == 0 ? 0 : 1;
+}

@@ -1,0 +1,29 @@
+"""The backward's block ranges (csrc/common/block_range.h), walked on the host: the K/V blocks visiting each Q
+block are exactly the prefix kv_blocks_visiting gives, which the SM90 backward's deterministic mode waits on (a
+wrong count would hang it). tests/block_range/visitors.cpp includes the kernels' header; built with g++."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.layout import oracle  # noqa: E402
+
+PROGRAM = ROOT / "tests" / "block_range" / "visitors.cpp"
+HEADERS = [ROOT / "csrc" / "common" / "block_range.h", ROOT / "csrc" / "common" / "params.h",
+           ROOT / "csrc" / "common" / "seqlen.h"]
+
+
+def test_kv_blocks_visiting_is_the_inverse_of_q_block_range():
+    try:
+        binary = oracle.build_file(PROGRAM, [ROOT / "csrc"], HEADERS)
+    except (oracle.OracleUnavailable, RuntimeError) as e:
+        pytest.fail(f"cannot build {PROGRAM.relative_to(ROOT)}: {e}")
+    r = subprocess.run([str(binary)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert r.stdout.strip().endswith("checked 2048")
