@@ -14,7 +14,8 @@ the largest differences are printed, with a warning where one exceeds 5% of torc
 reported, as in bench_fwd.py: the extension's load times, each implementation's extra peak memory per call, and
 the matmul rate of each dtype timed the same way, of which each flashcute figure is given as a fraction. The run
 ends with each flashcute backend's geometric-mean ratio to each peer over the paper shapes, per pass, and whether
-issue #18's bar for the SM80 backward is met: geomean >= 1.0x torch's flash backward, no shape below 0.9x.
+issue #18's bar for the SM80 backward is met (geomean >= 1.0x torch's flash backward, no shape below 0.9x) and
+issue #19's for the SM90 backward (sm90_bar_line).
 
 FlashAttention-4 (`from flash_attn.cute import flash_attn_func`: the flash-attn-4 wheel, CuTe DSL; its backward
 needs SM90 or newer) runs where it imports; elsewhere the run says why and goes on without it. It compiles each
@@ -38,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel
 
-from _common import (PEERS, RESULTS, add_grid_args, build_times, csv, first_line, flashcute_backends, geomean,
+from _common import (DTYPE_NAMES, PEERS, RESULTS, add_grid_args, build_times, csv, first_line, flashcute_backends, geomean,
                      geomean_lines, git_commit, matmul_rates, measure, paper_ratios, paper_shapes, run_meta,
                      shape_text, table, versions, write_results)
 import flashcute  # this checkout's: _common put it first on sys.path
@@ -202,6 +203,39 @@ def bar_line(rows):
             f"{len(ratios)} of {len(paper)} paper shapes ran both, {unchecked} failed or skipped the gradient check")
 
 
+def sm90_bar_line(bwd_rows, fwd_bwd_rows):
+    """Issue #19's bar for the SM90 backward over the paper shapes run: geomean >= 1.0x FlashAttention-4's and
+    >= 1.1x cuDNN's backward, no shape below 0.9x the faster of the two, >= 620 TFLOP/s at hdim 128 non-causal
+    seqlen >= 8k in bf16, and forward + backward >= 1.0x FlashAttention-4 at every head dim (geomean)."""
+    paper = [row for row in bwd_rows if row["paper"]]
+    ran = [row for row in paper if "flashcute_sm90" in row["tflops"]]
+    if not ran:
+        return "issue #19 bar (SM90 backward): not evaluated: the sm90 backward ran on no paper shape"
+    parts, met = [], len(ran) == len(paper)
+    for peer, target in (("fa4", 1.0), ("cudnn", 1.1)):
+        values = [r for r, _ in paper_ratios(bwd_rows, "flashcute_sm90", peer)]
+        ok = bool(values) and geomean(values) >= target and len(values) == len(paper)
+        met &= ok
+        parts.append(f"/{peer} geomean {geomean(values):.3f} (>= {target})" if values else f"/{peer} not run")
+    faster = [(row["tflops"]["flashcute_sm90"] / max(row["tflops"][p] for p in ("fa4", "cudnn") if p in row["tflops"]), row)
+              for row in ran if any(p in row["tflops"] for p in ("fa4", "cudnn"))]
+    if faster:
+        low, low_row = min(faster, key=lambda pair: pair[0])
+        met &= low >= 0.9
+        parts.append(f"min / the faster peer {low:.3f} ({shape_text(low_row)})")
+    long_128 = [row["tflops"]["flashcute_sm90"] for row in ran if row["d"] == 128 and not row["causal"]
+                and row["s"] >= 8192 and DTYPE_NAMES[row["dtype"]] == "bf16"]
+    if long_128:
+        met &= min(long_128) >= 620
+        parts.append(f"hdim 128 nc >= 8k bf16 min {min(long_128):.0f} TFLOP/s (>= 620)")
+    for head_dim in sorted({row["d"] for row in fwd_bwd_rows if row["paper"]}):
+        values = [r for r, row in paper_ratios(fwd_bwd_rows, "flashcute_sm90", "fa4") if row["d"] == head_dim]
+        met &= bool(values) and geomean(values) >= 1.0
+        parts.append(f"fwd+bwd/fa4 hdim {head_dim} " + (f"{geomean(values):.3f}" if values else "not run"))
+    return (f"issue #19 bar, SM90 backward: {'met' if met else 'NOT met'}: " + "; ".join(parts)
+            + f"; the sm90 backward ran {len(ran)} of {len(paper)} paper shapes")
+
+
 def summary(row):
     return "  ".join(f"{k.removeprefix('flashcute_')} {v:.1f}" for k, v in row["tflops"].items())
 
@@ -253,7 +287,7 @@ def main():
     sections = {"Backward": bwd_rows, "Forward + backward": fwd_bwd_rows}
     tables = {title: table(rows, backends, peers, matmul, ratio_peers=peers) for title, rows in sections.items()}
     ratio_lines = {title: geomean_lines(rows, backends, peers) for title, rows in sections.items()}
-    bar, checks = bar_line(bwd_rows), check_summary(bwd_rows, backends)
+    bar, checks = bar_line(bwd_rows) + "\n\n" + sm90_bar_line(bwd_rows, fwd_bwd_rows), check_summary(bwd_rows, backends)
     for title in sections:
         print(f"\n{title}\n\n{tables[title]}\n")
         print("\n".join(f"{title.lower()}: {line}" for line in ratio_lines[title]))
