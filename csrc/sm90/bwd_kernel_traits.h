@@ -88,8 +88,12 @@ struct BwdKernelTraits {
   using SmemLayoutRowStats = Layout<Shape<Int<kBlockM>, Int<kStages>>>;
   using SmemLayoutRowStatsMma = Layout<Shape<Int<kBlockN>, Int<kBlockM>, Int<kStages>>, Stride<_0, _1, Int<kBlockM>>>;
   // dQ of one Q block in float32, in the register order of sm80/gmem.h accum_block (element i of consumer thread
-  // t at i * kNumMmaThreads + t): written conflict-free, and bulk-reduced into dq_accum as one block.
+  // t at i * kNumMmaThreads + t): written conflict-free, and bulk-reduced into dq_accum as one block. Two
+  // buffers, so the consumers write block m + 1's while block m's reduction still reads.
   static constexpr int kdQElems = kBlockM * kHeadDim;
+  static constexpr int kdQStages = 2;
+  using SmemLayoutdQ = Layout<Shape<Int<kNumMmaThreads>, Int<kdQElems / kNumMmaThreads>, Int<kdQStages>>,
+                              Stride<_1, Int<kNumMmaThreads>, Int<kdQElems>>>;  // (thread, element, buffer)
 
   // registers -> smem: dS^T transposed into dS (stmatrix .trans), dK/dV as they are (stmatrix).
   using SmemCopyAtomdS = Copy_Atom<SM90_U16x8_STSM_T, Element>;
@@ -106,7 +110,7 @@ struct BwdKernelTraits {
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> smem_k;   // dK at the end
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutV>, 1024> smem_v;   // dV at the end
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutdS>, 1024> smem_ds;
-    cute::array_aligned<float, kdQElems, 128> smem_dq;
+    cute::array_aligned<float, cute::cosize_v<SmemLayoutdQ>, 128> smem_dq;
     cute::array_aligned<float, cute::cosize_v<SmemLayoutRowStats>, 128> smem_lse_log2;
     cute::array_aligned<float, cute::cosize_v<SmemLayoutRowStats>, 128> smem_dsum;
     typename PipelineQdO::SharedStorage pipeline_q;

@@ -3,9 +3,6 @@
 // run with this kernel's block heights, threads and accumulator order (BwdKernelTraits::PrePost).
 #pragma once
 
-#include <cstring>
-#include <string>
-
 #include <cuda_runtime.h>
 
 #include "common/params.h"
@@ -49,12 +46,7 @@ struct BwdKernel {
 
   // The caller allocates lse_log2_ptr for kernels of this arch (flash_api.cpp).
   static bool can_run(BwdParams const& params, char* why, int why_size) {
-    std::string const reason = unsupported_reason(params, sizeof(Element));
-    if (!reason.empty() && why_size > 0) {
-      std::strncpy(why, reason.c_str(), why_size - 1);
-      why[why_size - 1] = '\0';
-    }
-    return reason.empty();
+    return tma_can_run(params, sizeof(Element), why, why_size);
   }
 
   static void launch(BwdParams const& params, cudaStream_t stream) {

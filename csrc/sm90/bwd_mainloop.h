@@ -174,7 +174,12 @@ struct BwdMainloop {
     float* const dq_accum_head = bwd.dq_accum_ptr + (seq.q_accum_offset() + int64_t(bidh) * seq.q_accum_rows()) * kHeadDim;
     int* const turnstile = bwd.dq_semaphore == nullptr ? nullptr
         : bwd.dq_semaphore + seq.q_semaphore_offset() + int64_t(bidh) * seq.q_semaphores();
-    for (int m_block = range.m_block_min; m_block < range.m_block_max; ++m_block) {
+    constexpr int kBuffers = Traits::kdQStages;
+    for (int m_block = range.m_block_min, i = 0; m_block < range.m_block_max; ++m_block, ++i) {
+      if (i >= kBuffers) {  // this block's buffer: the reduction of block m - kBuffers has read it
+        if (lane0) { tma_store_wait<kBuffers - 1>(); }
+        __syncwarp();
+      }
       NamedBarrier::arrive(kThreads, uint32_t(BwdNamedBarrierId::kdQEmpty));
       NamedBarrier::sync(kThreads, uint32_t(BwdNamedBarrierId::kdQFull));
       if (lane0) {
@@ -183,18 +188,17 @@ struct BwdMainloop {
           int const n_end = kv_blocks_visiting<kBlockM, kBlockN, kCausal>(seq, m_block);
           turnstile_spin(counter, kCausal ? n_end - 1 - n_block : n_block);
         }
-        bulk_reduce_add_f32(dq_accum_head + int64_t(m_block) * Traits::kdQElems, shared.smem_dq.data(),
-                            Traits::kdQElems * sizeof(float));
+        bulk_reduce_add_f32(dq_accum_head + int64_t(m_block) * Traits::kdQElems,
+                            shared.smem_dq.data() + (i % kBuffers) * Traits::kdQElems, Traits::kdQElems * sizeof(float));
         tma_store_arrive();
         if (counter != nullptr) {
           bulk_wait_complete();
           turnstile_release(counter);
-        } else {
-          tma_store_wait<0>();  // shared memory read: the consumers may write the next block's dQ
         }
       }
       __syncwarp();
     }
+    if (lane0) { tma_store_wait<0>(); }  // shared memory read before the CTA exits
   }
 
   // Consumer warpgroups: accumulate the K/V block's dK (unscaled) and dV over its Q blocks.
@@ -214,31 +218,22 @@ struct BwdMainloop {
     Tensor sdO = make_tensor(make_smem_ptr(shared.smem_do.data()), typename Traits::SmemLayoutdO{});  // (M, D, stage)
     Tensor sQt = make_tensor(make_smem_ptr(shared.smem_q.data()), typename Traits::SmemLayoutQt{});    // (D, M, stage)
     Tensor sdOt = make_tensor(make_smem_ptr(shared.smem_do.data()), typename Traits::SmemLayoutdOt{}); // (D, M, stage)
-    Tensor sK = make_tensor(make_smem_ptr(shared.smem_k.data()), typename Traits::SmemLayoutK{});     // (N, D)
-    Tensor sKt = make_tensor(make_smem_ptr(shared.smem_k.data()), typename Traits::SmemLayoutKt{});   // (D, N)
-    Tensor sV = make_tensor(make_smem_ptr(shared.smem_v.data()), typename Traits::SmemLayoutV{});     // (N, D)
     Tensor sdS = make_tensor(make_smem_ptr(shared.smem_ds.data()), typename Traits::SmemLayoutdS{});    // (M, N, stage)
     Tensor sdSt = make_tensor(make_smem_ptr(shared.smem_ds.data()), typename Traits::SmemLayoutdSt{});  // (N, M, stage)
     Tensor sLSELog2 = make_tensor(make_smem_ptr(shared.smem_lse_log2.data()),
                                   typename Traits::SmemLayoutRowStatsMma{});  // (N, M, stage), stride 0 along N
     Tensor sD = make_tensor(make_smem_ptr(shared.smem_dsum.data()), typename Traits::SmemLayoutRowStatsMma{});
-    Tensor sdQ = make_tensor(make_smem_ptr(shared.smem_dq.data()),
-                             Layout<Shape<Int<kNumMmaThreads>, Int<Traits::kdQElems / kNumMmaThreads>>,
-                                    Stride<_1, Int<kNumMmaThreads>>>{});  // (thread, element)
+    Tensor sdQ = make_tensor(make_smem_ptr(shared.smem_dq.data()), typename Traits::SmemLayoutdQ{});  // (thread, element, buffer)
+    int dq_buffer = 0;
 
-    // S^T = K.Q^T and dP^T = V.dO^T
-    Tensor tSrK = thr_mma_sdp.partition_fragment_A(sK);     // (MMA, MMA_N, MMA_D)
+    // S^T = K.Q^T and dP^T = V.dO^T (their K and V operands: in the step)
     Tensor tSrQ = thr_mma_sdp.partition_fragment_B(sQ);     // (MMA, MMA_M, MMA_D, stage)
-    Tensor tdPrV = thr_mma_sdp.partition_fragment_A(sV);    // (MMA, MMA_N, MMA_D)
     Tensor tdPrdO = thr_mma_sdp.partition_fragment_B(sdO);  // (MMA, MMA_M, MMA_D, stage)
     // dV += P^T.dO and dK += dS^T.Q: the B operands, transposed views
     Tensor tdVrdOt = thr_mma_dkv.partition_fragment_B(sdOt);  // (MMA, MMA_D, MMA_M, stage)
     Tensor tdKrQt = thr_mma_dkv.partition_fragment_B(sQt);    // (MMA, MMA_D, MMA_M, stage)
     // dQ = dS.K
     Tensor tdQrdS = thr_mma_dq.partition_fragment_A(sdS);  // (MMA, MMA_M, MMA_N, stage)
-    Tensor tdQrKt = thr_mma_dq.partition_fragment_B(sKt);  // (MMA, MMA_D, MMA_N)
-    CUTE_STATIC_ASSERT_V(size<2>(tSrK) == size<2>(tSrQ));     // S^T: the head-dim k-blocks pair up
-    CUTE_STATIC_ASSERT_V(size<2>(tdQrdS) == size<2>(tdQrKt)); // dQ: the key k-blocks pair up
 
     // dS^T registers -> dS in shared memory, transposed by stmatrix.
     auto smem_tiled_copy_dS = make_tiled_copy_C(typename Traits::SmemCopyAtomdS{}, tiled_mma_sdp);
@@ -251,6 +246,20 @@ struct BwdMainloop {
 
     auto step = [&](int m_block, auto masked) CUTLASS_LAMBDA_FUNC_INLINE {
       int const stage = pipes.state.index();
+      // K's and V's descriptors are the same at every step. Built here, from pointers the optimiser cannot see
+      // through, they are recomputed with a few uniform-register adds; hoisted out of the loop they were held in
+      // registers, and spilled (benchmarks/notes.md#d-sm90-bwd-kv-descriptors).
+      Element* k_ptr = shared.smem_k.data();
+      Element* v_ptr = shared.smem_v.data();
+      asm volatile("" : "+l"(k_ptr), "+l"(v_ptr));
+      Tensor sK = make_tensor(make_smem_ptr(k_ptr), typename Traits::SmemLayoutK{});    // (N, D)
+      Tensor sKt = make_tensor(make_smem_ptr(k_ptr), typename Traits::SmemLayoutKt{});  // (D, N)
+      Tensor sV = make_tensor(make_smem_ptr(v_ptr), typename Traits::SmemLayoutV{});    // (N, D)
+      Tensor tSrK = thr_mma_sdp.partition_fragment_A(sK);     // (MMA, MMA_N, MMA_D)
+      Tensor tdPrV = thr_mma_sdp.partition_fragment_A(sV);    // (MMA, MMA_N, MMA_D)
+      Tensor tdQrKt = thr_mma_dq.partition_fragment_B(sKt);   // (MMA, MMA_D, MMA_N)
+      CUTE_STATIC_ASSERT_V(size<2>(tSrK) == size<2>(tSrQ));     // S^T: the head-dim k-blocks pair up
+      CUTE_STATIC_ASSERT_V(size<2>(tdQrdS) == size<2>(tdQrKt)); // dQ: the key k-blocks pair up
       Tensor tSrS = partition_fragment_C(tiled_mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});   // (MMA, MMA_N, MMA_M)
       Tensor tdPrdP = partition_fragment_C(tiled_mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});  // (MMA, MMA_N, MMA_M)
       pipes.q.consumer_wait(pipes.state);
@@ -311,7 +320,8 @@ struct BwdMainloop {
       NamedBarrier::sync(kNumMmaThreads + cutlass::NumThreadsPerWarp, uint32_t(BwdNamedBarrierId::kdQEmpty));
       CUTE_STATIC_ASSERT_V(size(tdQrdQ) == size<1>(sdQ));
       CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(tdQrdQ); ++i) { sdQ(thread_idx, i) = tdQrdQ(i); }
+      for (int i = 0; i < size(tdQrdQ); ++i) { sdQ(thread_idx, i, dq_buffer) = tdQrdQ(i); }
+      dq_buffer = dq_buffer + 1 < Traits::kdQStages ? dq_buffer + 1 : 0;
       cutlass::arch::fence_view_async_shared();  // visible to the bulk reduction (async proxy)
       NamedBarrier::arrive(kNumMmaThreads + cutlass::NumThreadsPerWarp, uint32_t(BwdNamedBarrierId::kdQFull));
 

@@ -5,8 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
-#include <string>
 
 #include <cuda_runtime.h>
 
@@ -40,12 +38,7 @@ void launch(FwdParams const& params, cudaStream_t stream) {
 template <typename Element, int kHeadDim>
 struct FwdKernel {
   static bool can_run(FwdParams const& params, char* why, int why_size) {
-    std::string const reason = unsupported_reason(params, sizeof(Element));
-    if (!reason.empty() && why_size > 0) {
-      std::strncpy(why, reason.c_str(), why_size - 1);
-      why[why_size - 1] = '\0';
-    }
-    return reason.empty();
+    return tma_can_run(params, sizeof(Element), why, why_size);
   }
 
   static void launch(FwdParams const& params, cudaStream_t stream) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
 
@@ -62,6 +63,17 @@ std::string unsupported_reason(Params const& p, int element_bytes) {
     reason = "head_dim must be a positive multiple of 8, got " + std::to_string(p.head_dim);
   }
   return reason;
+}
+
+// The registry's can_run for an SM90 kernel (common/registry.h): true, or false with the reason in `why`.
+template <class Params>
+bool tma_can_run(Params const& params, int element_bytes, char* why, int why_size) {
+  std::string const reason = unsupported_reason(params, element_bytes);
+  if (!reason.empty() && why_size > 0) {
+    std::strncpy(why, reason.c_str(), why_size - 1);
+    why[why_size - 1] = '\0';
+  }
+  return reason.empty();
 }
 
 // Tensor maps need a valid stride even where it is never used: a dimension with a single index (torch keeps
