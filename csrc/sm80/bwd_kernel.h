@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(__grid_constant_
 
   auto [mQ, mK, mV, mO, mLSE] = make_gmem_tensors<Element>(params, seq, bidh, bidh_kv);
   auto [mdO, mdQ, mdK, mdV] = make_grad_tensors<Element>(params, seq, bidh, bidh_kv);
-  Tensor mD = make_dsoftmax_sum_tensor(params, seq, bidh);
+  Tensor mD = make_row_workspace_tensor(params.dsoftmax_sum_ptr, seq, bidh);
   Tensor gQ = local_tile(mQ, select<0, 2>(TileShape_MNK{}), make_coord(_, 0));              // (BLK_M, D, m)
   Tensor gdO = local_tile(mdO, select<0, 2>(TileShape_MNK{}), make_coord(_, 0));            // (BLK_M, D, m)
   Tensor gLSE = local_tile(mLSE, Shape<Int<Traits::kBlockM>>{}, make_coord(_));             // (BLK_M, m)

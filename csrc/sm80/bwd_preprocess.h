@@ -30,7 +30,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_preprocess_kernel(__gri
 
   auto [mQ, mK, mV, mO, mLSE] = make_gmem_tensors<Element>(params, seq, bidh, 0);
   auto [mdO, mdQ, mdK, mdV] = make_grad_tensors<Element>(params, seq, bidh, 0);
-  Tensor mD = make_dsoftmax_sum_tensor(params, seq, bidh);
+  Tensor mD = make_row_workspace_tensor(params.dsoftmax_sum_ptr, seq, bidh);
   Tensor gO = local_tile(mO, TileShape{}, make_coord(m_block, 0));               // (BLK_M, D)
   Tensor gdO = local_tile(mdO, TileShape{}, make_coord(m_block, 0));             // (BLK_M, D)
   Tensor gD = local_tile(mD, Shape<Int<kBlockM>>{}, make_coord(m_block));        // (BLK_M)
@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_preprocess_kernel(__gri
   }
   if (params.lse_log2_ptr != nullptr) {
     Tensor gLSE = local_tile(mLSE, Shape<Int<kBlockM>>{}, make_coord(m_block));  // (BLK_M)
-    Tensor gLSELog2 = local_tile(make_row_workspace_tensor(params.lse_log2_ptr, params, seq, bidh), Shape<Int<kBlockM>>{},
+    Tensor gLSELog2 = local_tile(make_row_workspace_tensor(params.lse_log2_ptr, seq, bidh), Shape<Int<kBlockM>>{},
                                  make_coord(m_block));  // (BLK_M)
     for (int row = tidx; row < kBlockM; row += Traits::kNThreads) {
       float const lse = row < row_end ? gLSE(row) : INFINITY;

@@ -51,13 +51,11 @@ CUTE_DEVICE auto make_grad_tensors(BwdParams const& p, SeqInfo const& seq, int h
   return cute::make_tuple(mdO, mdQ, mdK, mdV);
 }
 
-// The backward's per-row workspaces of one (batch, query head) (common/params.h BwdParams dsoftmax_sum_ptr,
+// One (batch, query head)'s rows of a backward per-row workspace (common/params.h BwdParams dsoftmax_sum_ptr,
 // lse_log2_ptr): (its rows in dq_accum, padding included).
-CUTE_DEVICE auto make_row_workspace_tensor(float* base, BwdParams const& p, SeqInfo const& seq, int head) {
-  return make_tensor(make_gmem_ptr(base + seq.q_accum_offset() + head * seq.q_accum_rows()), make_shape(int(seq.q_accum_rows())));
-}
-CUTE_DEVICE auto make_dsoftmax_sum_tensor(BwdParams const& p, SeqInfo const& seq, int head) {
-  return make_row_workspace_tensor(p.dsoftmax_sum_ptr, p, seq, head);
+CUTE_DEVICE auto make_row_workspace_tensor(float* base, SeqInfo const& seq, int head) {
+  return make_tensor(make_gmem_ptr(base + seq.q_accum_offset() + head * seq.q_accum_rows()),
+                     make_shape(int(seq.q_accum_rows())));
 }
 
 // A block of a float32 accumulator (common/params.h BwdParams): kBlockRows x kHeadDim floats in a TiledMma's

@@ -120,9 +120,9 @@ struct BwdMainloop {
     Tensor gdO = local_tile(mdO(_, _, bidh, bidb), select<0, 2>(TileShape_MNK{}), make_coord(_, _0{})); // (M, D, m)
     Tensor gK = local_tile(mK(_, _, bidh_kv, bidb), select<1, 2>(TileShape_MNK{}), make_coord(n_block, _0{}));  // (N, D)
     Tensor gV = local_tile(mV(_, _, bidh_kv, bidb), select<1, 2>(TileShape_MNK{}), make_coord(n_block, _0{}));  // (N, D)
-    Tensor gLSELog2 = local_tile(sm80::make_row_workspace_tensor(bwd.lse_log2_ptr, bwd, seq, bidh),
+    Tensor gLSELog2 = local_tile(sm80::make_row_workspace_tensor(bwd.lse_log2_ptr, seq, bidh),
                                  Shape<Int<kBlockM>>{}, make_coord(_));  // (M, m)
-    Tensor gD = local_tile(sm80::make_row_workspace_tensor(bwd.dsoftmax_sum_ptr, bwd, seq, bidh),
+    Tensor gD = local_tile(sm80::make_row_workspace_tensor(bwd.dsoftmax_sum_ptr, seq, bidh),
                            Shape<Int<kBlockM>>{}, make_coord(_));  // (M, m)
 
     Tensor sQ = make_tensor(make_smem_ptr(shared.smem_q.data()), typename Traits::SmemLayoutQ{});
