@@ -29,7 +29,7 @@ std::vector<Kernel<Params>>& registered() {
   return kernels;
 }
 
-char const* op_name(Op op) { return op == Op::kFwd ? "fwd" : "bwd"; }
+char const* op_name(Op op) { return op == Op::kFwd ? "fwd" : op == Op::kBwd ? "bwd" : "decode"; }
 char const* arch_name(Arch arch) { return arch == Arch::kSm90 ? "sm90" : "sm80"; }
 char const* dtype_short_name(DType dtype) { return dtype == DType::kBFloat16 ? "bf16" : "fp16"; }
 char const* dtype_name(DType dtype) { return dtype == DType::kBFloat16 ? "bfloat16" : "float16"; }
@@ -153,6 +153,11 @@ bool register_kernel(Kernel<BwdParams> const& kernel) {
   return true;
 }
 
+bool register_kernel(Kernel<DecodeParams> const& kernel) {
+  registered<DecodeParams>().push_back(kernel);
+  return true;
+}
+
 namespace {
 
 struct QKVShape {
@@ -160,22 +165,22 @@ struct QKVShape {
 };
 
 // The checks every op shares on q, k, v, whose ranks check_tensor has checked: dtypes, devices, and the shape s
-// read from them (batch and seqlens from the caller for packed batches).
+// read from them (batch and seqlens from the caller for packed batches). k_name / v_name: the arguments' names.
 void check_qkv_agree(char const* op, at::Tensor const& q, at::Tensor const& k, at::Tensor const& v,
-                     QKVShape const& s) {
-  TORCH_CHECK(k.device() == q.device() && v.device() == q.device(), "flashcute.", op,
-              ": q, k and v must be on one device, got ", q.device(), ", ", k.device(), " and ", v.device());
+                     QKVShape const& s, char const* k_name = "k", char const* v_name = "v") {
+  TORCH_CHECK(k.device() == q.device() && v.device() == q.device(), "flashcute.", op, ": q, ", k_name, " and ",
+              v_name, " must be on one device, got ", q.device(), ", ", k.device(), " and ", v.device());
   auto const dtype = q.scalar_type();
   TORCH_CHECK(dtype == at::kHalf || dtype == at::kBFloat16, "flashcute.", op,
               ": q must have dtype float16 or bfloat16, got ", dtype_name(dtype));
-  TORCH_CHECK(k.scalar_type() == dtype, "flashcute.", op, ": k must have the same dtype as q (", dtype_name(dtype),
-              "), got ", dtype_name(k.scalar_type()));
-  TORCH_CHECK(v.scalar_type() == dtype, "flashcute.", op, ": v must have the same dtype as q (", dtype_name(dtype),
-              "), got ", dtype_name(v.scalar_type()));
-  TORCH_CHECK(k.sizes() == v.sizes(), "flashcute.", op, ": k and v must have the same shape, got k ", k.sizes(),
-              " and v ", v.sizes());
-  TORCH_CHECK(k.size(-1) == s.head_dim, "flashcute.", op, ": k must have the head_dim of q (", s.head_dim, "), got ",
-              k.size(-1));
+  TORCH_CHECK(k.scalar_type() == dtype, "flashcute.", op, ": ", k_name, " must have the same dtype as q (",
+              dtype_name(dtype), "), got ", dtype_name(k.scalar_type()));
+  TORCH_CHECK(v.scalar_type() == dtype, "flashcute.", op, ": ", v_name, " must have the same dtype as q (",
+              dtype_name(dtype), "), got ", dtype_name(v.scalar_type()));
+  TORCH_CHECK(k.sizes() == v.sizes(), "flashcute.", op, ": ", k_name, " and ", v_name, " must have the same shape, got ",
+              k_name, " ", k.sizes(), " and ", v_name, " ", v.sizes());
+  TORCH_CHECK(k.size(-1) == s.head_dim, "flashcute.", op, ": ", k_name, " must have the head_dim of q (", s.head_dim,
+              "), got ", k.size(-1));
   TORCH_CHECK(s.head_dim > 0 && s.head_dim % 8 == 0 && s.head_dim <= 256, "flashcute.", op,
               ": head_dim must be a multiple of 8 between 8 and 256, got ", s.head_dim);
   TORCH_CHECK(s.heads_kv > 0 && s.heads_q % s.heads_kv == 0, "flashcute.", op, ": heads_q (", s.heads_q,
@@ -428,6 +433,89 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> run_bwd(char const* op, QKVShape 
   return {dq, dk, dv};
 }
 
+// fwd_kvcache's own inputs: the cache's layout and what to append to it.
+struct KVCache {
+  std::optional<at::Tensor> const& k_new;
+  std::optional<at::Tensor> const& v_new;
+  std::optional<at::Tensor> const& cache_seqlens;
+  std::optional<at::Tensor> const& block_table;
+  int64_t num_splits;  // 0: the kernel's plan
+};
+
+// (batch, 1, heads_q, d) seen as (batch, group, heads_kv, d): with one query row per sequence, the group query heads
+// of a K/V head become that head's rows, and each CTA reads the head's K/V once for all of them.
+at::Tensor pack_query_heads(at::Tensor const& t, int64_t group) {
+  return t.as_strided({t.size(0), group, t.size(2) / group, t.size(3)}, {t.stride(0), t.stride(2), t.stride(2) * group, 1},
+                      t.storage_offset());
+}
+
+// The decode kernel (split-KV, sm80/decode_kernel.h), after the callers' checks: fixed-length q, k, v (or a paged
+// cache), out and lse allocated like run_fwd's, the split workspaces sized by the kernel's plan.
+std::tuple<at::Tensor, at::Tensor> run_decode(char const* op, QKVShape const& s, at::Tensor const& q,
+                                              at::Tensor const& k, at::Tensor const& v, double scale, bool causal,
+                                              bool causal_top_left, std::string const& backend, KVCache const* cache) {
+  c10::cuda::CUDAGuard device_guard(q.device());
+  DeviceInfo const device = device_info(q.get_device());
+  at::Tensor out = at::empty(q.sizes(), q.options());
+  at::Tensor lse = at::empty({s.batch, s.heads_q, s.seqlen_q}, q.options().dtype(at::kFloat));
+
+  // One query row and grouped heads: pack the group into rows (lse's (batch, heads_q, 1) is (batch, heads_kv, group)
+  // in the same memory). Bottom-right causal lets that row see every key; top-left would not survive the packing.
+  int64_t const group = s.heads_q / std::max<int64_t>(s.heads_kv, 1);
+  bool const pack = s.seqlen_q == 1 && group > 1 && !(causal && causal_top_left);
+  QKVShape const shape = pack ? QKVShape{s.batch, group, s.heads_kv, s.head_dim, s.seqlen_k, s.heads_kv} : s;
+  DecodeParams params{};
+  fill_attn_params(params, shape, pack ? pack_query_heads(q, group) : q, k, v, pack ? pack_query_heads(out, group) : out,
+                   lse, scale, causal && !pack, causal_top_left, device.num_sms);
+
+  at::Tensor seqlens_k_new;
+  if (cache != nullptr) {
+    if (cache->block_table) {
+      params.block_table = cache->block_table->data_ptr<int>();
+      params.block_table_batch_stride = cache->block_table->stride(0);
+      params.page_size = int(k.size(1));
+      params.num_pages = int(k.size(0));
+    }
+    if (cache->cache_seqlens) { params.seqused_k = cache->cache_seqlens->data_ptr<int>(); }
+    if (cache->k_new && cache->k_new->size(1) > 0) {
+      at::Tensor const& k_new = *cache->k_new;
+      at::Tensor const& v_new = *cache->v_new;
+      seqlens_k_new = at::empty({s.batch}, q.options().dtype(at::kInt));
+      params.k_new_ptr = k_new.data_ptr(), params.v_new_ptr = v_new.data_ptr();
+      set_strides(k_new, params.k_new_batch_stride, params.k_new_row_stride, params.k_new_head_stride);
+      set_strides(v_new, params.v_new_batch_stride, params.v_new_row_stride, params.v_new_head_stride);
+      params.seqlen_new = int(k_new.size(1));
+      params.cache_seqlens = cache->cache_seqlens->data_ptr<int>();
+      params.seqlens_k_new = seqlens_k_new.data_ptr<int>();
+      params.seqused_k = params.seqlens_k_new;  // the attention sees the appended keys
+    }
+    params.num_splits = int(cache->num_splits);
+  }
+
+  Kernel<DecodeParams> const& kernel =
+      choose_kernel(Op::kDecode, op, backend, device, kernel_dtype(q), int(s.head_dim), params);
+  bool const appending = params.k_new_ptr != nullptr;
+  if (s.batch == 0 || (out.numel() == 0 && !appending)) { return {out, lse}; }
+  if (s.seqlen_k == 0) {  // no key in any sequence, and no room to append one
+    out.zero_();
+    lse.fill_(-std::numeric_limits<float>::infinity());
+    return {out, lse};
+  }
+  if (kernel.plan != nullptr) { kernel.plan(params); }
+  auto const f32 = q.options().dtype(at::kFloat);
+  at::Tensor lse_accum = at::empty({params.num_splits, shape.batch, shape.heads_q, shape.seqlen_q}, f32);
+  at::Tensor o_accum = at::empty({params.num_splits, shape.batch, shape.heads_q, shape.seqlen_q, kernel.key.head_dim}, f32);
+  params.lse_accum_ptr = lse_accum.data_ptr<float>();
+  params.o_accum_ptr = o_accum.data_ptr<float>();
+  kernel.launch(params, c10::cuda::getCurrentCUDAStream().stream());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {out, lse};
+}
+
+// The fixed-length forward takes the decode kernel up to this many query rows: its 64-row tiles and split keys fill
+// the GPU where the forward's one CTA per 128 query rows would not.
+constexpr int64_t kDecodeMaxSeqlenQ = 16;
+
 }  // namespace
 
 // `deterministic` is for the backward (fwd's autograd formula hands it to bwd); the forward is deterministic.
@@ -436,7 +524,75 @@ std::tuple<at::Tensor, at::Tensor> fwd(at::Tensor const& q, at::Tensor const& k,
                                        c10::string_view backend, bool /*deterministic*/) {
   QKVShape const s = check_qkv("fwd", q, k, v);
   double const scale = check_softmax_scale("fwd", softmax_scale, s.head_dim);
-  return run_fwd("fwd", s, q, k, v, scale, causal, causal_top_left, std::string(backend), nullptr);
+  std::string const backend_name(backend);
+  if (s.seqlen_q <= kDecodeMaxSeqlenQ && (backend_name == "auto" || backend_name == "sm80") &&
+      find_kernel<DecodeParams>(Op::kDecode, Arch::kSm80, kernel_dtype(q), int(s.head_dim)) != nullptr) {
+    return run_decode("fwd", s, q, k, v, scale, causal, causal_top_left, backend_name, nullptr);
+  }
+  return run_fwd("fwd", s, q, k, v, scale, causal, causal_top_left, backend_name, nullptr);
+}
+
+// Decoding against a KV cache: q (batch, seqlen_q, heads_q, head_dim); k_cache, v_cache (batch, capacity, heads_kv,
+// head_dim), or with block_table (batch, max_blocks) int32 paged (num_pages, page_size, heads_kv, head_dim);
+// cache_seqlens int32 (batch): the keys in each cache (none: full). k, v (batch, seqlen_new, heads_kv, head_dim): new
+// keys written into the caches at cache_seqlens (in place, where they fit) and attended to. Causal aligns each
+// sequence's diagonal bottom-right. The values of cache_seqlens and block_table are not checked (a host
+// synchronisation): the kernels clamp them to the caches.
+std::tuple<at::Tensor, at::Tensor> fwd_kvcache(at::Tensor const& q, at::Tensor const& k_cache, at::Tensor const& v_cache,
+                                               std::optional<at::Tensor> const& k, std::optional<at::Tensor> const& v,
+                                               std::optional<at::Tensor> const& cache_seqlens,
+                                               std::optional<at::Tensor> const& block_table,
+                                               std::optional<double> softmax_scale, bool causal, int64_t num_splits,
+                                               c10::string_view backend) {
+  char const* const op = "fwd_kvcache";
+  bool const paged = block_table.has_value();
+  char const* const cache_dims = paged ? "(num_pages, page_size, heads_kv, head_dim), paged by block_table"
+                                       : "(batch, capacity, heads_kv, head_dim)";
+  check_tensor(op, q, "q", "(batch, seqlen_q, heads_q, head_dim)");
+  check_tensor(op, k_cache, "k_cache", cache_dims);
+  check_tensor(op, v_cache, "v_cache", cache_dims);
+  int64_t const batch = q.size(0);
+  int64_t capacity = k_cache.size(1);
+  if (paged) {
+    at::Tensor const& table = *block_table;
+    TORCH_CHECK(table.is_cuda() && table.device() == q.device(), "flashcute.", op,
+                ": block_table must be a CUDA tensor on q's device (", q.device(), "), got a tensor on ", table.device());
+    TORCH_CHECK(table.scalar_type() == at::kInt, "flashcute.", op, ": block_table must have dtype int32, got ",
+                dtype_name(table.scalar_type()));
+    TORCH_CHECK(table.dim() == 2 && table.size(0) == batch, "flashcute.", op,
+                ": block_table must have shape (batch, max_blocks) with batch = ", batch, " (q's), got ", table.sizes());
+    TORCH_CHECK(table.stride(1) == 1 || table.size(1) <= 1, "flashcute.", op,
+                ": block_table must be contiguous in its last dimension; call .contiguous() on it");
+    TORCH_CHECK(k_cache.size(0) > 0 && k_cache.size(1) > 0, "flashcute.", op,
+                ": a paged k_cache needs at least one page of at least one row, got shape ", k_cache.sizes());
+    capacity = table.size(1) * k_cache.size(1);
+  } else {
+    TORCH_CHECK(k_cache.size(0) == batch, "flashcute.", op, ": k_cache must have the batch size of q (", batch,
+                "), got ", k_cache.size(0), "; a paged cache needs block_table");
+  }
+  QKVShape const s{batch, q.size(1), q.size(2), q.size(3), capacity, k_cache.size(2)};
+  check_qkv_agree(op, q, k_cache, v_cache, s, "k_cache", "v_cache");
+  if (cache_seqlens) { check_index_tensor(op, *cache_seqlens, "cache_seqlens", batch, "(batch,)", q); }
+  TORCH_CHECK(k.has_value() == v.has_value(), "flashcute.", op, ": k and v (the new keys and values) must be given "
+              "together, got ", k ? "k without v" : "v without k");
+  if (k) {
+    TORCH_CHECK(cache_seqlens.has_value(), "flashcute.", op, ": appending k and v needs cache_seqlens (where each "
+                "sequence's new keys go)");
+    check_tensor(op, *k, "k", "(batch, seqlen_new, heads_kv, head_dim)");
+    check_tensor(op, *v, "v", "(batch, seqlen_new, heads_kv, head_dim)");
+    check_qkv_agree(op, q, *k, *v, s);
+    TORCH_CHECK(k->size(0) == batch && k->size(2) == s.heads_kv, "flashcute.", op,
+                ": k must have shape (batch, seqlen_new, heads_kv, head_dim) with batch = ", batch, " and heads_kv = ",
+                s.heads_kv, " (k_cache's), got ", k->sizes());
+  }
+  TORCH_CHECK(num_splits >= 0 && num_splits <= 256, "flashcute.", op,
+              ": num_splits must be 0 (chosen from the SM count) or between 1 and 256, got ", num_splits);
+  std::string const backend_name(backend);
+  TORCH_CHECK(backend_name != "sm90", "flashcute.", op, ": backend 'sm90' has no KV-cache decode kernel; use 'auto' "
+              "or 'sm80' (the SM80 decode kernel runs on Hopper too)");
+  double const scale = check_softmax_scale(op, softmax_scale, s.head_dim);
+  KVCache const cache{k, v, cache_seqlens, block_table, num_splits};
+  return run_decode(op, s, q, k_cache, v_cache, scale, causal, false, backend_name, &cache);
 }
 
 // Packed sequences: out (total_q, heads_q, head_dim), lse (heads_q, total_q); causal aligns each sequence's
@@ -482,6 +638,7 @@ std::vector<std::string> built_kernels() {
   std::vector<std::string> names;
   for (auto const& k : registered<FwdParams>()) { names.push_back(kernel_name(k.key)); }
   for (auto const& k : registered<BwdParams>()) { names.push_back(kernel_name(k.key)); }
+  for (auto const& k : registered<DecodeParams>()) { names.push_back(kernel_name(k.key)); }
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -494,6 +651,7 @@ TORCH_LIBRARY_IMPL(flashcute, CUDA, m) {
   m.impl("bwd", &bwd);
   m.impl("fwd_varlen", &fwd_varlen);
   m.impl("bwd_varlen", &bwd_varlen);
+  m.impl("fwd_kvcache", &fwd_kvcache);
 }
 
 }  // namespace flashcute

@@ -21,6 +21,7 @@ _TORCH_API = {
     "build": "flashcute._build",
     "flash_attn_func": "flashcute.interface",
     "flash_attn_varlen_func": "flashcute.interface",
+    "flash_attn_with_kvcache": "flashcute.interface",
     "load_extension": "flashcute.interface",
     "sdpa": "flashcute.sdpa",
 }

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 DTYPES = ("fp16", "bf16")
-OPS = ("fwd", "bwd")
+OPS = ("fwd", "bwd", "decode")
 ARCHS = ("sm80", "sm90")
 
 
@@ -148,6 +148,15 @@ KERNELS: tuple[Kernel, ...] = (
            "d-sm80-bwd-fa2-tiles"),
     Kernel("bwd", "sm80", 256, "all", Sm80BwdTile(64, 64, 8, 4, 2, 2), "FlashAttention-2's tile",
            "d-sm80-bwd-fa2-tiles"),
+    # ---- SM80 decode (split-KV forward; sm80/decode_kernel.h): 64 query rows (decode has few), FlashAttention-2's
+    # split-KV tiles except hdim 64's 256-key blocks, which spill here.
+    Kernel("decode", "sm80", 64, "all", Sm80Tile(64, 128, 4), "256-key blocks spill 76-176 B/thread",
+           "d-sm80-decode-tiles"),
+    Kernel("decode", "sm80", 96, "all", Sm80Tile(64, 128, 4), "FlashAttention-2's split-KV tile", "d-sm80-decode-tiles"),
+    Kernel("decode", "sm80", 128, "all", Sm80Tile(64, 128, 4), "FlashAttention-2's split-KV tile",
+           "d-sm80-decode-tiles"),
+    Kernel("decode", "sm80", 192, "all", Sm80Tile(64, 64, 4), "FlashAttention-2's split-KV tile", "d-sm80-decode-tiles"),
+    Kernel("decode", "sm80", 256, "all", Sm80Tile(64, 64, 4), "FlashAttention-2's split-KV tile", "d-sm80-decode-tiles"),
     # ---- SM90 backward: keys along the wgmma M mode (S^T = K.Q^T), so P^T and dS^T feed the dV/dK gemms from
     # registers; FlashAttention-3's tiles for these head dims. Larger head dims run on the SM80 backward.
     Kernel("bwd", "sm90", 64, "all", Sm90BwdTile(128, atom_dq_m=2), "FlashAttention-3's tile", "d-sm90-bwd-tiles"),

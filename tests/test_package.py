@@ -208,10 +208,11 @@ def test_sources_follow_archs_dtypes_and_head_dims(monkeypatch):
     config = _build.BuildConfig(("8.0",), _build.selected_dtypes(), _build.selected_head_dims())
     assert [p.name for p in config.sources()] == [
         "flash_api.cpp", "fwd_sm80_bf16_hdim64.cu", "fwd_sm80_bf16_hdim128.cu", "bwd_sm80_bf16_hdim64.cu",
-        "bwd_sm80_bf16_hdim128.cu"]
+        "bwd_sm80_bf16_hdim128.cu", "decode_sm80_bf16_hdim64.cu", "decode_sm80_bf16_hdim128.cu"]
     hopper = _build.BuildConfig(("9.0a",), ("fp16",), (256,))
     assert [p.name for p in hopper.sources()] == [
-        "flash_api.cpp", "fwd_sm80_fp16_hdim256.cu", "fwd_sm90_fp16_hdim256.cu", "bwd_sm80_fp16_hdim256.cu"]
+        "flash_api.cpp", "fwd_sm80_fp16_hdim256.cu", "fwd_sm90_fp16_hdim256.cu", "bwd_sm80_fp16_hdim256.cu",
+        "decode_sm80_fp16_hdim256.cu"]
 
 
 def test_default_selection_is_everything(monkeypatch):

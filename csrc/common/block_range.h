@@ -7,8 +7,9 @@
 namespace flashcute {
 
 struct KVBlockRange {
-  int n_block_max;       // visit blocks [0, n_block_max); <= 0 means no row of the Q block sees a key
-  int n_block_unmasked;  // blocks [0, n_block_unmasked) need no mask; the rest (ragged tail, diagonal) do
+  int n_block_max;       // visit blocks [n_block_min, n_block_max); empty means no row of the Q block sees a key
+  int n_block_unmasked;  // blocks below n_block_unmasked need no mask; the rest (ragged tail, diagonal) do
+  int n_block_min = 0;   // > 0 only for a split of the keys (split_kv_block_range)
 };
 
 template <int kBlockM, int kBlockN, bool kCausal, class Seq>
@@ -25,6 +26,15 @@ __host__ __device__ inline KVBlockRange kv_block_range(Seq const& seq, int m_blo
     n_block_unmasked = min(n_block_unmasked, all_visible_end <= 0 ? 0 : all_visible_end / kBlockN);
   }
   return {n_block_max, min(n_block_unmasked, n_block_max)};
+}
+
+// Split-KV: split `split` of `num_splits` takes an equal share of the Q block's K/V blocks (the last ones may be
+// empty: n_block_min >= n_block_max).
+__host__ __device__ inline KVBlockRange split_kv_block_range(KVBlockRange range, int split, int num_splits) {
+  int const per_split = (range.n_block_max + num_splits - 1) / num_splits;
+  int const n_block_min = split * per_split;
+  int const n_block_max = min(range.n_block_max, n_block_min + per_split);
+  return {n_block_max, max(min(range.n_block_unmasked, n_block_max), n_block_min), n_block_min};
 }
 
 struct QBlockRange {

@@ -54,6 +54,36 @@ struct AttnParams {
 // The forward writes O and the LSE of the base; it adds nothing of its own yet.
 struct FwdParams : AttnParams {};
 
+// Decoding (few query rows, many keys): the forward split over the keys, on fixed-length batches whose K/V may be
+// a cache. Each of num_splits CTAs of a (Q block, head, batch) takes a range of its K/V blocks and writes a partial
+// O and LSE; a combine kernel merges them into o_ptr / lse_ptr. seqused_k (the base's) holds each sequence's
+// number of keys where it is set.
+struct DecodeParams : FwdParams {
+  int num_splits;               // >= 1; set by the kernel's plan() where the caller passes 0
+  float* __restrict__ o_accum_ptr;    // (num_splits, batch, heads_q, seqlen_q, the kernel's kHeadDim)
+  float* __restrict__ lse_accum_ptr;  // (num_splits, batch, heads_q, seqlen_q); -inf where a split saw no key
+
+  // Paged K/V: k_ptr / v_ptr are (num_pages, page_size, heads_kv, head_dim) (their batch strides are the page
+  // strides), and key j of sequence b is row j % page_size of page block_table[b * block_table_batch_stride +
+  // j / page_size]. Entries outside [0, num_pages) cannot be checked without a host synchronisation: they are
+  // clamped, so no access leaves the caches. Null for contiguous K/V.
+  const int* __restrict__ block_table;
+  int64_t block_table_batch_stride;
+  int page_size, num_pages;
+
+  // In-place append (null k_new_ptr: none): rows i < seqlen_new of k_new / v_new (batch, seqlen_new, heads_kv,
+  // head_dim) go to key cache_seqlens[b] + i of the cache (k_ptr / v_ptr), where that is below seqlen_k (the
+  // capacity); the append writes min(cache_seqlens[b] + seqlen_new, seqlen_k) to seqlens_k_new, which the
+  // attention then reads as seqused_k.
+  const void* __restrict__ k_new_ptr;
+  const void* __restrict__ v_new_ptr;
+  int64_t k_new_batch_stride, k_new_row_stride, k_new_head_stride;
+  int64_t v_new_batch_stride, v_new_row_stride, v_new_head_stride;
+  int seqlen_new;
+  const int* __restrict__ cache_seqlens;
+  int* __restrict__ seqlens_k_new;
+};
+
 // The backward reads Q, K, V, O and the LSE of the base (O and the LSE as the forward wrote them) and dO, and
 // writes dQ, dK, dV. dQ sums over K/V blocks that different CTAs own, so it accumulates in float32 first; so do
 // dK and dV where several query heads share a key/value head (GQA/MQA).

@@ -13,7 +13,7 @@
 
 namespace flashcute {
 
-enum class Op { kFwd, kBwd };
+enum class Op { kFwd, kBwd, kDecode };
 enum class Arch { kSm80 = 80, kSm90 = 90 };
 enum class DType { kFloat16, kBFloat16 };
 
@@ -29,14 +29,19 @@ struct Kernel {
   using Launch = void (*)(Params const&, cudaStream_t);
   // True when the kernel can run these params; otherwise false, with the reason (naming the tensor) in `why`.
   using CanRun = bool (*)(Params const&, char* why, int why_size);
+  // Fills in what the kernel decides for itself before the caller sizes workspaces (the decode kernels: the split
+  // count); null for kernels with nothing to decide.
+  using Plan = void (*)(Params&);
   KernelKey key;
   Launch launch;
   CanRun can_run;
+  Plan plan = nullptr;
 };
 
 // Defined in flash_api.cpp, one overload per op's params.
 bool register_kernel(Kernel<FwdParams> const& kernel);
 bool register_kernel(Kernel<BwdParams> const& kernel);
+bool register_kernel(Kernel<DecodeParams> const& kernel);
 
 }  // namespace flashcute
 
@@ -45,3 +50,8 @@ bool register_kernel(Kernel<BwdParams> const& kernel);
   static bool const flashcute_registered = ::flashcute::register_kernel(                                   \
       {{::flashcute::Op::OP, ::flashcute::Arch::ARCH, ::flashcute::DType::DTYPE, HEAD_DIM},                 \
        &IMPL<ELEMENT, HEAD_DIM>::launch, &IMPL<ELEMENT, HEAD_DIM>::can_run})
+// The same for kernels with a plan (Kernel::plan).
+#define FLASHCUTE_REGISTER_PLANNED_KERNEL(OP, ARCH, DTYPE, ELEMENT, HEAD_DIM, IMPL)                        \
+  static bool const flashcute_registered = ::flashcute::register_kernel(                                   \
+      {{::flashcute::Op::OP, ::flashcute::Arch::ARCH, ::flashcute::DType::DTYPE, HEAD_DIM},                 \
+       &IMPL<ELEMENT, HEAD_DIM>::launch, &IMPL<ELEMENT, HEAD_DIM>::can_run, &IMPL<ELEMENT, HEAD_DIM>::plan})

@@ -20,7 +20,9 @@ namespace flashcute {
 
 // kMaybeVarlen = false: a kernel instantiated for fixed-length batches only, with no varlen code at all (the
 // run-time check costs the register-bound SM80 forward spills: benchmarks/notes.md#d-sm80-fwd-varlen-template).
-template <bool kMaybeVarlen>
+// kMaybeSequsedFixed: a fixed-length batch may set seqused_k (the decode kernel's cache lengths): sequence b then
+// has its first seqused_k[b] keys, and causal aligns its diagonal bottom-right.
+template <bool kMaybeVarlen, bool kMaybeSequsedFixed = false>
 struct SeqInfoOf {
   AttnParams const& params;
   int batch;
@@ -39,7 +41,7 @@ struct SeqInfoOf {
     return rows < 0 ? 0 : rows < params.seqlen_q ? rows : params.seqlen_q;
   }
   __host__ __device__ int seqlen_k() const {
-    if (!varlen()) { return params.seqlen_k; }
+    if (!varlen()) { return seqused_fixed() ? clamp_row(params.seqused_k[batch], params.seqlen_k) : params.seqlen_k; }
     int rows = clamp_row(params.cu_seqlens_k[batch + 1], params.total_k) - k_start();
     if (params.seqused_k != nullptr && params.seqused_k[batch] < rows) { rows = params.seqused_k[batch]; }
     return rows < 0 ? 0 : rows < params.seqlen_k ? rows : params.seqlen_k;
@@ -47,7 +49,7 @@ struct SeqInfoOf {
   // Key j is visible to query i iff j <= i + causal_offset() (causal only); varlen aligns each sequence's
   // diagonal bottom-right.
   __host__ __device__ int causal_offset() const {
-    return varlen() ? seqlen_k() - seqlen_q() : params.causal_offset;
+    return varlen() || seqused_fixed() ? seqlen_k() - seqlen_q() : params.causal_offset;
   }
 
   // Elements to this sequence's row 0 (head 0) of a tensor with Q's rows (Q, O, dO, dQ) or K's rows (K, V, dK, dV).
@@ -118,6 +120,9 @@ struct SeqInfoOf {
   }
 
  private:
+  __host__ __device__ bool seqused_fixed() const {
+    return kMaybeSequsedFixed && !varlen() && params.seqused_k != nullptr;
+  }
   __host__ __device__ static int clamp_row(int row, int total) { return row < 0 ? 0 : row < total ? row : total; }
 };
 

@@ -20,6 +20,11 @@ struct BwdTile {
   static constexpr bool kShipped = false;
 };
 
+template <int kHeadDim>
+struct DecodeTile {
+  static constexpr bool kShipped = false;
+};
+
 // 128x128 spills 352-464 B/thread; one reduction chain is faster non-causal (benchmarks/notes.md#d-sm80-hdim64-tile)
 template <>
 struct FwdTile<64> {
@@ -98,6 +103,41 @@ struct BwdTile<256> {
   static constexpr bool kShipped = true;
   static constexpr int kBlockM = 64, kBlockN = 64, kNWarps = 8;
   static constexpr int kAtomLayoutMSdP = 4, kAtomLayoutNdKV = 2, kAtomLayoutMdQ = 2;
+};
+
+// 256-key blocks spill 76-176 B/thread (benchmarks/notes.md#d-sm80-decode-tiles)
+template <>
+struct DecodeTile<64> {
+  static constexpr bool kShipped = true;
+  static constexpr int kBlockM = 64, kBlockN = 128, kNWarps = 4;
+};
+
+// FlashAttention-2's split-KV tile (benchmarks/notes.md#d-sm80-decode-tiles)
+template <>
+struct DecodeTile<96> {
+  static constexpr bool kShipped = true;
+  static constexpr int kBlockM = 64, kBlockN = 128, kNWarps = 4;
+};
+
+// FlashAttention-2's split-KV tile (benchmarks/notes.md#d-sm80-decode-tiles)
+template <>
+struct DecodeTile<128> {
+  static constexpr bool kShipped = true;
+  static constexpr int kBlockM = 64, kBlockN = 128, kNWarps = 4;
+};
+
+// FlashAttention-2's split-KV tile (benchmarks/notes.md#d-sm80-decode-tiles)
+template <>
+struct DecodeTile<192> {
+  static constexpr bool kShipped = true;
+  static constexpr int kBlockM = 64, kBlockN = 64, kNWarps = 4;
+};
+
+// FlashAttention-2's split-KV tile (benchmarks/notes.md#d-sm80-decode-tiles)
+template <>
+struct DecodeTile<256> {
+  static constexpr bool kShipped = true;
+  static constexpr int kBlockM = 64, kBlockN = 64, kNWarps = 4;
 };
 
 }  // namespace sm80

@@ -81,6 +81,30 @@ struct Epilogue {
                                                                                          row_end, head_dim, tidx);
   }
 
+  // Split-KV: one split's O (normalised over its keys, float32) straight from the accumulator, and its LSE, for the
+  // combine kernel. gOaccum: (kBlockM, kHeadDim) float tile; gLSEaccum: (kBlockM).
+  template <class TensorAcc, class TensorLse, class TensorGO, class TensorGLse>
+  __device__ static void store_partial(TensorAcc const& acc_o, TensorLse const& lse, TensorGO& gOaccum,
+                                       TensorGLse& gLSEaccum, int row_end, int tidx) {
+    typename Traits::TiledMma tiled_mma;
+    auto thr_mma = tiled_mma.get_thread_slice(tidx);
+    Tensor tOgO = thr_mma.partition_C(gOaccum);  // (MMA, MMA_M, MMA_D)
+    Tensor tOcO = thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+    CUTE_STATIC_ASSERT_V(size(tOgO) == size(acc_o));
+    CUTE_UNROLL
+    for (int i = 0; i < size(acc_o); ++i) {
+      if (get<0>(tOcO(i)) < row_end) { tOgO(i) = acc_o(i); }
+    }
+    Tensor taccOcO = make_rowcol(tOcO);
+    if (get<1>(taccOcO(0, 0)) == 0) {
+      CUTE_UNROLL
+      for (int mi = 0; mi < size(lse); ++mi) {
+        int const row = get<0>(taccOcO(mi, 0));
+        if (row < row_end) { gLSEaccum(row) = lse(mi); }
+      }
+    }
+  }
+
   // For Q blocks where no row sees any key (causal with seqlen_q > seqlen_k): O = 0, LSE = -inf.
   template <class TensorGO, class TensorGLse>
   __device__ static void store_empty(TensorGO& gO, TensorGLse& gLSE, int row_end, int head_dim, int tidx) {

@@ -26,6 +26,56 @@ __device__ inline void load_tile(TiledCopy const& tiled_copy, TensorG const& tXg
   }
 }
 
+// load_tile for rows that are not one strided tensor (a paged K/V cache): tXgX addresses the tile as if its rows
+// were rows 0.. of a strided tensor, and row r of the tile is read row_offset(r) elements away from there. The
+// offsets of rows past row_end are not asked for.
+template <bool kCheckRows, class TiledCopy, class TensorG, class TensorS, class TensorC, class RowOffset>
+__device__ inline void load_tile_rows(TiledCopy const& tiled_copy, TensorG const& tXgX, TensorS& tXsX,
+                                      TensorC const& tXcX, int row_end, int col_end, RowOffset const& row_offset) {
+  CUTE_UNROLL
+  for (int m = 0; m < size<1>(tXgX); ++m) {
+    int const row = get<0>(tXcX(0, m, 0));
+    bool const row_ok = !kCheckRows || row < row_end;
+    int64_t const offset = row_ok ? row_offset(row) : 0;
+    CUTE_UNROLL
+    for (int k = 0; k < size<2>(tXgX); ++k) {
+      bool const ok = row_ok && get<1>(tXcX(0, m, k)) < col_end;
+      Tensor src = make_tensor(tXgX(_, m, k).data() + offset, tXgX(_, m, k).layout());
+      copy(tiled_copy.with(ok), src, tXsX(_, m, k));
+    }
+  }
+}
+
+// Where the forward mainloop's K/V blocks come from. Contiguous: block n is rows [n * kBlockN, (n + 1) * kBlockN)
+// of the (batch, head)'s K (V); tXgX is the thread's (CPY, CPY_N, CPY_D, n) partition of those blocks.
+struct ContiguousKV {
+  template <bool kCheckRows, class TiledCopy, class TensorG, class TensorS, class TensorC>
+  __device__ void load(TiledCopy const& tiled_copy, TensorG const& tXgX, int n_block, TensorS& tXsX,
+                       TensorC const& tXcX, int row_end, int col_end, int64_t /*page_stride*/,
+                       int64_t /*row_stride*/) const {
+    load_tile<kCheckRows>(tiled_copy, tXgX(_, _, _, n_block), tXsX, tXcX, row_end, col_end);
+  }
+};
+
+// Paged: key j lives at row j % page_size of page block_table[j / page_size] (common/params.h DecodeParams);
+// tXgX is the thread's (CPY, CPY_N, CPY_D) partition of block 0 of the head as if its rows were contiguous.
+template <int kBlockN>
+struct PagedKV {
+  int const* block_table;  // this sequence's row of the table
+  int page_size, num_pages;
+
+  template <bool kCheckRows, class TiledCopy, class TensorG, class TensorS, class TensorC>
+  __device__ void load(TiledCopy const& tiled_copy, TensorG const& tXgX, int n_block, TensorS& tXsX,
+                       TensorC const& tXcX, int row_end, int col_end, int64_t page_stride, int64_t row_stride) const {
+    load_tile_rows<kCheckRows>(tiled_copy, tXgX, tXsX, tXcX, row_end, col_end, [&](int row) {
+      int const key = n_block * kBlockN + row;
+      int page = block_table[key / page_size];
+      page = page < 0 ? 0 : page < num_pages ? page : num_pages - 1;
+      return page * page_stride + int64_t(key % page_size - row) * row_stride;
+    });
+  }
+};
+
 // acc += A . B^T with both operands in shared memory.
 template <class TensorAcc, class TensorRA, class TensorRB, class TensorSA, class TensorSB, class TiledMma,
           class TiledCopyA, class TiledCopyB, class ThrCopyA, class ThrCopyB>

@@ -44,12 +44,14 @@ struct Mainloop {
                                                          select<0, 1>(TileShape_MNK{})).layout())))::value,
                                 kSoftmaxParts>;
 
-  // gQ: (BLK_M, D) Q block; gK, gV: (BLK_N, D, n) K/V blocks; sQ, sK, sV: their shared-memory buffers.
-  // Accumulates the unnormalised O of the Q block into acc_o (MMA, MMA_M, MMA_D) and its statistics into softmax.
-  template <class TensorGQ, class TensorGKV, class TensorSQ, class TensorSKV, class TensorO, class Seq>
-  __device__ __forceinline__ static void mma(TensorGQ const& gQ, TensorGKV const& gK, TensorGKV const& gV, TensorSQ& sQ,
-                             TensorSKV& sK, TensorSKV& sV, TensorO& acc_o, Softmax& softmax, AttnParams const& params,
-                             Seq const& seq, int m_block, KVBlockRange const& range, int tidx) {
+  // gQ: (BLK_M, D) Q block; gK, gV: the K/V blocks as kv reads them (gemm.h ContiguousKV: (BLK_N, D, n); PagedKV:
+  // (BLK_N, D), block 0); sQ, sK, sV: their shared-memory buffers. Accumulates the unnormalised O of the Q block
+  // over the K/V blocks of range into acc_o (MMA, MMA_M, MMA_D) and its statistics into softmax.
+  template <class TensorGQ, class TensorGKV, class KV, class TensorSQ, class TensorSKV, class TensorO, class Seq>
+  __device__ __forceinline__ static void mma(TensorGQ const& gQ, TensorGKV const& gK, TensorGKV const& gV, KV const& kv,
+                             TensorSQ& sQ, TensorSKV& sK, TensorSKV& sV, TensorO& acc_o, Softmax& softmax,
+                             AttnParams const& params, Seq const& seq, int m_block, KVBlockRange const& range,
+                             int tidx) {
     Tensor sVt = make_tensor(sV.data(), typename Traits::SmemLayoutVt{});
     Tensor sVtNoSwizzle = make_tensor(sV.data().get(), typename Traits::SmemLayoutVtNoSwizzle{});
 
@@ -58,7 +60,7 @@ struct Mainloop {
     auto gmem_thr_copy_QKV = gmem_tiled_copy_QKV.get_thread_slice(tidx);
     Tensor tQgQ = gmem_thr_copy_QKV.partition_S(gQ);  // (CPY, CPY_M, CPY_D)
     Tensor tQsQ = gmem_thr_copy_QKV.partition_D(sQ);
-    Tensor tKgK = gmem_thr_copy_QKV.partition_S(gK);  // (CPY, CPY_N, CPY_D, n)
+    Tensor tKgK = gmem_thr_copy_QKV.partition_S(gK);  // (CPY, CPY_N, CPY_D, n), or (CPY, CPY_N, CPY_D) paged
     Tensor tKsK = gmem_thr_copy_QKV.partition_D(sK);  // (CPY, CPY_N, CPY_D)
     Tensor tVgV = gmem_thr_copy_QKV.partition_S(gV);
     Tensor tVsV = gmem_thr_copy_QKV.partition_D(sV);
@@ -90,8 +92,8 @@ struct Mainloop {
     // Prologue: Q and the last visible K block (the only one that can be ragged) in flight.
     int n_block = range.n_block_max - 1;
     load_tile<true>(gmem_tiled_copy_QKV, tQgQ, tQsQ, tQcQ, q_row_end, params.head_dim);
-    load_tile<true>(gmem_tiled_copy_QKV, tKgK(_, _, _, n_block), tKsK, tKVcKV, seq.seqlen_k() - n_block * kBlockN,
-                    params.head_dim);
+    kv.template load<true>(gmem_tiled_copy_QKV, tKgK, n_block, tKsK, tKVcKV, seq.seqlen_k() - n_block * kBlockN,
+                           params.head_dim, params.k_batch_stride, params.k_row_stride);
     cp_async_fence();
 
     Tensor acc_o_rowcol = make_rowcol(acc_o);
@@ -103,8 +105,8 @@ struct Mainloop {
       cp_async_wait<0>();
       __syncthreads();  // K(n) landed; every warp is done with V(n+1)
       // Only the first (last visible) block can be ragged: the rows of every later block are all in range.
-      load_tile<kFirst>(gmem_tiled_copy_QKV, tVgV(_, _, _, n_block), tVsV, tKVcKV, seq.seqlen_k() - n_block * kBlockN,
-                        params.head_dim);
+      kv.template load<kFirst>(gmem_tiled_copy_QKV, tVgV, n_block, tVsV, tKVcKV, seq.seqlen_k() - n_block * kBlockN,
+                               params.head_dim, params.v_batch_stride, params.v_row_stride);
       cp_async_fence();
 
       gemm_ss(acc_s, tSrQ, tSrK, tSsQ, tSsK, tiled_mma, smem_tiled_copy_Q, smem_tiled_copy_K, smem_thr_copy_Q,
@@ -116,8 +118,9 @@ struct Mainloop {
 
       cp_async_wait<0>();
       __syncthreads();  // V(n) landed; every warp is done with K(n)
-      if (n_block > 0) {
-        load_tile<false>(gmem_tiled_copy_QKV, tKgK(_, _, _, n_block - 1), tKsK, tKVcKV, kBlockN, params.head_dim);
+      if (n_block > range.n_block_min) {
+        kv.template load<false>(gmem_tiled_copy_QKV, tKgK, n_block - 1, tKsK, tKVcKV, kBlockN, params.head_dim,
+                                params.k_batch_stride, params.k_row_stride);
         cp_async_fence();
       }
 
@@ -136,7 +139,7 @@ struct Mainloop {
       step(cute::true_type{}, cute::false_type{});
     }
     for (--n_block; n_block >= range.n_block_unmasked; --n_block) { step(cute::false_type{}, cute::true_type{}); }
-    for (; n_block >= 0; --n_block) { step(cute::false_type{}, cute::false_type{}); }
+    for (; n_block >= range.n_block_min; --n_block) { step(cute::false_type{}, cute::false_type{}); }
   }
 };
 

@@ -1,6 +1,6 @@
 // Host-side check of the backward's block ranges (csrc/common/block_range.h): for every Q block, the K/V blocks
 // whose q_block_range contains it are exactly [0, kv_blocks_visiting) (the prefix the deterministic modes order
-// their dQ additions by). Built with g++ by tests/test_block_range.py; prints one line per mismatch, then "checked N".
+// their dQ additions by), and the decode kernel's splits of a K/V range (check_splits). Built with g++ by tests/test_block_range.py; prints one line per mismatch, then "checked N".
 #include <algorithm>
 #include <cstdio>
 
@@ -35,6 +35,38 @@ long check(int seqlen_q, int seqlen_k, bool top_left, long& cases) {
   return bad;
 }
 
+// split_kv_block_range: the splits of a Q block's K/V blocks cover [0, n_block_max) once, in order, and each
+// split masks exactly the blocks the whole range masks.
+long check_splits(long& cases) {
+  long bad = 0;
+  for (int n_max = 0; n_max <= 40; ++n_max) {
+    for (int unmasked = 0; unmasked <= n_max; ++unmasked) {
+      for (int splits = 1; splits <= 12; ++splits) {
+        int next = 0;
+        for (int s = 0; s < splits; ++s) {
+          flashcute::KVBlockRange const r = flashcute::split_kv_block_range({n_max, unmasked}, s, splits);
+          if (r.n_block_min >= r.n_block_max) { continue; }
+          bool const ok = r.n_block_min == next && r.n_block_unmasked >= r.n_block_min &&
+                          r.n_block_unmasked <= r.n_block_max &&
+                          r.n_block_unmasked == std::max(r.n_block_min, std::min(unmasked, r.n_block_max));
+          if (!ok) {
+            std::printf("split mismatch n_max %d unmasked %d splits %d split %d: [%d, %d) unmasked %d\n", n_max,
+                        unmasked, splits, s, r.n_block_min, r.n_block_max, r.n_block_unmasked);
+            ++bad;
+          }
+          next = r.n_block_max;
+        }
+        if (next != n_max) {
+          std::printf("splits of n_max %d (%d splits) end at %d\n", n_max, splits, next);
+          ++bad;
+        }
+      }
+    }
+  }
+  ++cases;
+  return bad;
+}
+
 int main() {
   int const lengths[] = {1, 17, 63, 64, 65, 113, 127, 128, 129, 200, 255, 256, 257, 1000, 1023, 4097};
   long bad = 0, cases = 0;
@@ -46,6 +78,7 @@ int main() {
       }
     }
   }
+  bad += check_splits(cases);
   std::printf("checked %ld\n", cases);
   return bad == 0 ? 0 : 1;
 }

@@ -1,0 +1,191 @@
+// The SM80 decode kernels (common/params.h DecodeParams): few query rows against many keys, where one CTA per
+// (Q block, head, batch) would leave most SMs idle. Three stages, each its own kernel:
+//   append_kv_kernel  new K/V rows into the cache, in place (when the call brings some)
+//   split_kv_kernel   CTA (Q block, split, head, batch) runs the forward mainloop over its share of the K/V blocks
+//                     (contiguous or paged) and writes a partial O and LSE in float32
+//   combine_kernel    O = sum over splits of exp(LSE_split - LSE) * O_split, LSE = log sum exp(LSE_split)
+#pragma once
+
+#include <cute/tensor.hpp>
+
+#include "common/block_range.h"
+#include "common/params.h"
+#include "common/seqlen.h"
+#include "sm80/epilogue.h"
+#include "sm80/gemm.h"
+#include "sm80/gmem.h"
+#include "sm80/kernel_traits.h"
+#include "sm80/mainloop.h"
+
+namespace flashcute::sm80 {
+
+using namespace cute;
+
+// Decode batches are fixed-length; a sequence's keys are seqused_k[b] where set (the cache lengths).
+using DecodeSeqInfo = SeqInfoOf<false, true>;
+
+// Key row `key` of sequence b in a cache (contiguous, or paged through the block table): elements from k_ptr.
+__device__ inline int64_t cache_row_offset(DecodeParams const& p, int b, int key, int64_t batch_stride,
+                                           int64_t row_stride) {
+  if (p.block_table == nullptr) { return b * batch_stride + key * row_stride; }
+  int page = p.block_table[b * p.block_table_batch_stride + key / p.page_size];
+  page = page < 0 ? 0 : page < p.num_pages ? page : p.num_pages - 1;
+  return page * batch_stride + int64_t(key % p.page_size) * row_stride;
+}
+
+// Grid (seqlen_new, batch), one thread per 16 bytes of a row's heads: row i of k_new / v_new goes to key
+// cache_seqlens[b] + i of the cache when that is below the capacity (seqlen_k).
+template <class Element>
+__global__ void append_kv_kernel(__grid_constant__ DecodeParams const params) {
+  constexpr int kVec = 16 / sizeof(Element);
+  int const i = blockIdx.x;
+  int const b = blockIdx.y;
+  int const start = max(params.cache_seqlens[b], 0);
+  if (i == 0 && threadIdx.x == 0) {
+    params.seqlens_k_new[b] = min(start + params.seqlen_new, params.seqlen_k);
+  }
+  int const key = start + i;
+  if (key >= params.seqlen_k) { return; }
+  int const vecs_per_head = params.head_dim / kVec;
+  auto row_copy = [&](void const* src_base, int64_t src_offset, int64_t src_head_stride, void* dst_base,
+                      int64_t dst_offset, int64_t dst_head_stride) {
+    // (heads_kv, head_dim / kVec) 16-byte vectors of one row, source and destination.
+    Tensor src = make_tensor(make_gmem_ptr(reinterpret_cast<uint128_t const*>(static_cast<Element const*>(src_base) + src_offset)),
+                             make_shape(params.heads_kv, vecs_per_head), make_stride(src_head_stride / kVec, _1{}));
+    Tensor dst = make_tensor(make_gmem_ptr(reinterpret_cast<uint128_t*>(static_cast<Element*>(dst_base) + dst_offset)),
+                             make_shape(params.heads_kv, vecs_per_head), make_stride(dst_head_stride / kVec, _1{}));
+    for (int v = threadIdx.x; v < size(src); v += blockDim.x) { dst(v) = src(v); }
+  };
+  row_copy(params.k_new_ptr, b * params.k_new_batch_stride + i * params.k_new_row_stride, params.k_new_head_stride,
+           const_cast<void*>(params.k_ptr), cache_row_offset(params, b, key, params.k_batch_stride, params.k_row_stride),
+           params.k_head_stride);
+  row_copy(params.v_new_ptr, b * params.v_new_batch_stride + i * params.v_new_row_stride, params.v_new_head_stride,
+           const_cast<void*>(params.v_ptr), cache_row_offset(params, b, key, params.v_batch_stride, params.v_row_stride),
+           params.v_head_stride);
+}
+
+// Grid (Q blocks x num_splits, heads, batch).
+template <class Traits, bool kCausal, bool kPaged>
+__global__ void __launch_bounds__(Traits::kNThreads) split_kv_kernel(__grid_constant__ DecodeParams const params) {
+  using Element = typename Traits::Element;
+  using TileShape_MNK = typename Traits::TileShape_MNK;
+  using Mainloop = sm80::Mainloop<Traits, kCausal>;
+  constexpr int kBlockM = Traits::kBlockM;
+  constexpr int kHeadDim = Traits::kHeadDim;
+
+  extern __shared__ __align__(128) char smem[];
+
+  int const m_blocks = (params.seqlen_q + kBlockM - 1) / kBlockM;
+  int const m_block = blockIdx.x % m_blocks;
+  int const split = blockIdx.x / m_blocks;
+  int const bidh = blockIdx.y;
+  int const bidb = blockIdx.z;
+  int const bidh_kv = bidh / (params.heads_q / params.heads_kv);
+  int const tidx = threadIdx.x;
+  DecodeSeqInfo const seq(params, bidb);
+  int const q_row_end = seq.seqlen_q() - m_block * kBlockM;
+
+  // This split's partial O and LSE: (num_splits, batch, heads_q, seqlen_q) rows.
+  int64_t const accum_row = ((int64_t(split) * params.batch + bidb) * params.heads_q + bidh) * params.seqlen_q;
+  Tensor mOaccum = make_tensor(make_gmem_ptr(params.o_accum_ptr + accum_row * kHeadDim),
+                               make_shape(params.seqlen_q, Int<kHeadDim>{}), make_stride(Int<kHeadDim>{}, _1{}));
+  Tensor mLSEaccum = make_tensor(make_gmem_ptr(params.lse_accum_ptr + accum_row), make_shape(params.seqlen_q));
+  Tensor gOaccum = local_tile(mOaccum, select<0, 2>(TileShape_MNK{}), make_coord(m_block, 0));  // (BLK_M, D)
+  Tensor gLSEaccum = local_tile(mLSEaccum, Shape<Int<kBlockM>>{}, make_coord(m_block));         // (BLK_M)
+
+  KVBlockRange const range = split_kv_block_range(
+      kv_block_range<kBlockM, Traits::kBlockN, kCausal>(seq, m_block), split, params.num_splits);
+  if (range.n_block_min >= range.n_block_max) {  // no key for this split: the combine skips it
+    for (int row = tidx; row < min(q_row_end, kBlockM); row += Traits::kNThreads) { gLSEaccum(row) = -INFINITY; }
+    return;
+  }
+
+  auto [mQ, mK, mV, mO, mLSE] = make_gmem_tensors<Element>(params, seq, bidh, bidh_kv);
+  Tensor gQ = local_tile(mQ, select<0, 2>(TileShape_MNK{}), make_coord(m_block, 0));  // (BLK_M, D)
+
+  Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), typename Traits::SmemLayoutQ{});
+  Tensor sK = make_tensor(sQ.data() + Int<Traits::kSmemQElems>{}, typename Traits::SmemLayoutKV{});
+  Tensor sV = make_tensor(sK.data() + Int<Traits::kSmemKVElems>{}, typename Traits::SmemLayoutKV{});
+
+  Tensor acc_o = partition_fragment_C(typename Traits::TiledMma{}, select<0, 2>(TileShape_MNK{}));  // (MMA, M, D)
+  clear(acc_o);
+  typename Mainloop::Softmax softmax;
+  if constexpr (kPaged) {
+    // The head's rows from page 0 on, as if contiguous: PagedKV moves each row to its page.
+    Tensor mKh = head_rows(static_cast<Element const*>(params.k_ptr), bidh_kv * params.k_head_stride, seq.seqlen_k(),
+                           params.head_dim, params.k_row_stride);
+    Tensor mVh = head_rows(static_cast<Element const*>(params.v_ptr), bidh_kv * params.v_head_stride, seq.seqlen_k(),
+                           params.head_dim, params.v_row_stride);
+    Tensor gK = local_tile(mKh, select<1, 2>(TileShape_MNK{}), make_coord(0, 0));  // (BLK_N, D)
+    Tensor gV = local_tile(mVh, select<1, 2>(TileShape_MNK{}), make_coord(0, 0));  // (BLK_N, D)
+    PagedKV<Traits::kBlockN> const kv{params.block_table + bidb * params.block_table_batch_stride, params.page_size,
+                                      params.num_pages};
+    Mainloop::mma(gQ, gK, gV, kv, sQ, sK, sV, acc_o, softmax, params, seq, m_block, range, tidx);
+  } else {
+    Tensor gK = local_tile(mK, select<1, 2>(TileShape_MNK{}), make_coord(_, 0));  // (BLK_N, D, n)
+    Tensor gV = local_tile(mV, select<1, 2>(TileShape_MNK{}), make_coord(_, 0));  // (BLK_N, D, n)
+    Mainloop::mma(gQ, gK, gV, ContiguousKV{}, sQ, sK, sV, acc_o, softmax, params, seq, m_block, range, tidx);
+  }
+
+  Tensor acc_o_rowcol = make_rowcol(acc_o);
+  Tensor lse = softmax.finalize(acc_o_rowcol, params.softmax_scale);
+  Epilogue<Traits>::store_partial(acc_o, lse, gOaccum, gLSEaccum, q_row_end, tidx);
+}
+
+// One warp per (batch, head, query row), kCombineWarps rows per CTA: the row's LSE over the splits (skipping those
+// that saw no key), then its O as the LSE-weighted sum of the splits' O, in the caller's dtype and strides.
+constexpr int kCombineWarps = 4;
+
+template <class Element, int kHeadDim>
+__global__ void __launch_bounds__(kCombineWarps * 32) combine_kernel(__grid_constant__ DecodeParams const params) {
+  constexpr int kColsPerLane = (kHeadDim + 31) / 32;
+  int const lane = threadIdx.x % 32;
+  int64_t const rows = int64_t(params.batch) * params.heads_q * params.seqlen_q;
+  int64_t const row = int64_t(blockIdx.x) * kCombineWarps + threadIdx.x / 32;
+  if (row >= rows) { return; }
+  int const i = row % params.seqlen_q;
+  int const h = (row / params.seqlen_q) % params.heads_q;
+  int const b = row / (int64_t(params.seqlen_q) * params.heads_q);
+
+  // (num_splits) LSEs and (num_splits, kHeadDim) partial O of this row.
+  Tensor gLSEaccum = make_tensor(make_gmem_ptr(params.lse_accum_ptr + row), make_shape(params.num_splits),
+                                 make_stride(rows));
+  Tensor gOaccum = make_tensor(make_gmem_ptr(params.o_accum_ptr + row * kHeadDim),
+                               make_shape(params.num_splits, Int<kHeadDim>{}), make_stride(rows * kHeadDim, _1{}));
+
+  float lse_max = -INFINITY;
+  for (int s = lane; s < params.num_splits; s += 32) { lse_max = fmaxf(lse_max, gLSEaccum(s)); }
+  for (int offset = 16; offset > 0; offset /= 2) { lse_max = fmaxf(lse_max, __shfl_xor_sync(0xffffffff, lse_max, offset)); }
+  float sum = 0.f;
+  if (lse_max != -INFINITY) {
+    for (int s = lane; s < params.num_splits; s += 32) { sum += __expf(gLSEaccum(s) - lse_max); }
+  }
+  for (int offset = 16; offset > 0; offset /= 2) { sum += __shfl_xor_sync(0xffffffff, sum, offset); }
+  float const lse = sum == 0.f ? -INFINITY : lse_max + __logf(sum);
+
+  // Columns lane, lane + 32, ...: each split's row is read as 128-byte warp-wide runs.
+  float acc[kColsPerLane] = {};
+  if (lse != -INFINITY) {
+    for (int s = 0; s < params.num_splits; ++s) {
+      float const lse_s = gLSEaccum(s);
+      if (lse_s == -INFINITY) { continue; }
+      float const weight = __expf(lse_s - lse);
+      CUTE_UNROLL
+      for (int c = 0; c < kColsPerLane; ++c) {
+        int const col = lane + 32 * c;
+        if (col < kHeadDim) { acc[c] += weight * gOaccum(s, col); }
+      }
+    }
+  }
+  Tensor gO = make_tensor(make_gmem_ptr(static_cast<Element*>(params.o_ptr) + b * params.o_batch_stride +
+                                         i * params.o_row_stride + h * params.o_head_stride),
+                          make_shape(params.head_dim));
+  CUTE_UNROLL
+  for (int c = 0; c < kColsPerLane; ++c) {
+    int const col = lane + 32 * c;
+    if (col < params.head_dim) { gO(col) = Element(acc[c]); }
+  }
+  if (lane == 0) { params.lse_ptr[row] = lse; }  // (batch, heads_q, seqlen_q), the row order above
+}
+
+}  // namespace flashcute::sm80

@@ -1,0 +1,90 @@
+// Launch template of the SM80 decode kernels (decode_kernel.h): append (when new keys come), split-KV forward
+// over a grid (Q blocks x splits, heads, batch), combine. Also the split count, for callers that leave it to the
+// kernel.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "common/params.h"
+#include "instantiations/kernel_table.h"
+#include "sm80/decode_kernel.h"
+#include "sm80/kernel_traits.h"
+
+namespace flashcute::sm80 {
+
+// Decode CTAs resident per SM that the split count plans for: the tiles' 72-96 KiB of shared memory fit two on
+// A100 and on Hopper.
+constexpr int kDecodeCtasPerSm = 2;
+constexpr int kMaxSplits = 128;
+
+// The split count for `ctas` CTAs over n_blocks K/V blocks: none where the CTAs fill most of one wave of the GPU;
+// otherwise the fewest splits whose wave is about as full as the best count's (FlashAttention-2's rule), among
+// counts that change the blocks per split.
+inline int choose_num_splits(int64_t ctas, int n_blocks, int num_sms) {
+  int64_t const slots = int64_t(kDecodeCtasPerSm) * num_sms;
+  if (n_blocks <= 1 || ctas * 5 >= slots * 4) { return 1; }
+  int const max_splits = int(std::min<int64_t>({kMaxSplits, slots, n_blocks}));
+  auto blocks_per_split = [&](int s) { return (n_blocks + s - 1) / s; };
+  auto distinct = [&](int s) { return s == 1 || blocks_per_split(s) != blocks_per_split(s - 1); };
+  auto wave_fill = [&](int s) {
+    double const waves = double(ctas * s) / double(slots);
+    return waves / std::ceil(waves);
+  };
+  double best = 0;
+  for (int s = 1; s <= max_splits; ++s) {
+    if (distinct(s)) { best = std::max(best, wave_fill(s)); }
+  }
+  for (int s = 1; s <= max_splits; ++s) {
+    if (distinct(s) && wave_fill(s) >= 0.85 * best) { return s; }
+  }
+  return 1;
+}
+
+template <class Traits, bool kCausal, bool kPaged>
+void launch_split_kv(DecodeParams const& params, cudaStream_t stream) {
+  auto kernel = &split_kv_kernel<Traits, kCausal, kPaged>;
+  constexpr int kSmemBytes = Traits::kSmemBytes;
+  if constexpr (kSmemBytes >= 48 * 1024) {
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+  }
+  int const m_blocks = (params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
+  dim3 const grid(m_blocks * params.num_splits, params.heads_q, params.batch);
+  kernel<<<grid, Traits::kNThreads, kSmemBytes, stream>>>(params);
+}
+
+// The registry's entry (common/registry.h) for one (dtype, head dim).
+template <typename Element, int kHeadDim>
+struct DecodeKernel {
+  using Tile = DecodeTile<kHeadDim>;
+  static_assert(Tile::kShipped, "no SM80 decode tile for this head dim in flashcute/kernel_table.py");
+  using Traits = KernelTraits<Element, kHeadDim, Tile::kBlockM, Tile::kBlockN, Tile::kNWarps>;
+
+  static void plan(DecodeParams& params) {
+    if (params.num_splits > 0) { return; }
+    int64_t const m_blocks = (params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
+    int const n_blocks = (params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN;
+    params.num_splits = choose_num_splits(m_blocks * params.heads_q * params.batch, n_blocks, params.num_sms);
+  }
+
+  static void launch(DecodeParams const& params, cudaStream_t stream) {
+    if (params.k_new_ptr != nullptr && params.seqlen_new > 0) {
+      append_kv_kernel<Element><<<dim3(params.seqlen_new, params.batch), 128, 0, stream>>>(params);
+    }
+    bool const paged = params.block_table != nullptr;
+    if (params.causal) {
+      paged ? launch_split_kv<Traits, true, true>(params, stream) : launch_split_kv<Traits, true, false>(params, stream);
+    } else {
+      paged ? launch_split_kv<Traits, false, true>(params, stream) : launch_split_kv<Traits, false, false>(params, stream);
+    }
+    int64_t const rows = int64_t(params.batch) * params.heads_q * params.seqlen_q;
+    combine_kernel<Element, kHeadDim>
+        <<<unsigned((rows + kCombineWarps - 1) / kCombineWarps), kCombineWarps * 32, 0, stream>>>(params);
+  }
+
+  // cp.async's 16-byte alignment is the op's own contract (flash_api.cpp checks it): any valid params run here.
+  static bool can_run(DecodeParams const&, char*, int) { return true; }
+};
+
+}  // namespace flashcute::sm80
