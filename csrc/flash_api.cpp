@@ -442,13 +442,6 @@ struct KVCache {
   int64_t num_splits;  // 0: the kernel's plan
 };
 
-// (batch, 1, heads_q, d) seen as (batch, group, heads_kv, d): with one query row per sequence, the group query heads
-// of a K/V head become that head's rows, and each CTA reads the head's K/V once for all of them.
-at::Tensor pack_query_heads(at::Tensor const& t, int64_t group) {
-  return t.as_strided({t.size(0), group, t.size(2) / group, t.size(3)}, {t.stride(0), t.stride(2), t.stride(2) * group, 1},
-                      t.storage_offset());
-}
-
 // The decode kernel (split-KV, sm80/decode_kernel.h), after the callers' checks: fixed-length q, k, v (or a paged
 // cache), out and lse allocated like run_fwd's, the split workspaces sized by the kernel's plan.
 std::tuple<at::Tensor, at::Tensor> run_decode(char const* op, QKVShape const& s, at::Tensor const& q,
@@ -459,14 +452,9 @@ std::tuple<at::Tensor, at::Tensor> run_decode(char const* op, QKVShape const& s,
   at::Tensor out = at::empty(q.sizes(), q.options());
   at::Tensor lse = at::empty({s.batch, s.heads_q, s.seqlen_q}, q.options().dtype(at::kFloat));
 
-  // One query row and grouped heads: pack the group into rows (lse's (batch, heads_q, 1) is (batch, heads_kv, group)
-  // in the same memory). Bottom-right causal lets that row see every key; top-left would not survive the packing.
-  int64_t const group = s.heads_q / std::max<int64_t>(s.heads_kv, 1);
-  bool const pack = s.seqlen_q == 1 && group > 1 && !(causal && causal_top_left);
-  QKVShape const shape = pack ? QKVShape{s.batch, group, s.heads_kv, s.head_dim, s.seqlen_k, s.heads_kv} : s;
   DecodeParams params{};
-  fill_attn_params(params, shape, pack ? pack_query_heads(q, group) : q, k, v, pack ? pack_query_heads(out, group) : out,
-                   lse, scale, causal && !pack, causal_top_left, device.num_sms);
+  fill_attn_params(params, s, q, k, v, out, lse, scale, causal, causal_top_left, device.num_sms);
+  params.pack_group = int(s.heads_q / std::max<int64_t>(s.heads_kv, 1));  // the query heads of a K/V head
 
   at::Tensor seqlens_k_new;
   if (cache != nullptr) {
@@ -503,8 +491,8 @@ std::tuple<at::Tensor, at::Tensor> run_decode(char const* op, QKVShape const& s,
   }
   if (kernel.plan != nullptr) { kernel.plan(params); }
   auto const f32 = q.options().dtype(at::kFloat);
-  at::Tensor lse_accum = at::empty({params.num_splits, shape.batch, shape.heads_q, shape.seqlen_q}, f32);
-  at::Tensor o_accum = at::empty({params.num_splits, shape.batch, shape.heads_q, shape.seqlen_q, kernel.key.head_dim}, f32);
+  at::Tensor lse_accum = at::empty({params.num_splits, s.batch * s.heads_q * s.seqlen_q}, f32);
+  at::Tensor o_accum = at::empty({params.num_splits, s.batch * s.heads_q * s.seqlen_q, kernel.key.head_dim}, f32);
   params.lse_accum_ptr = lse_accum.data_ptr<float>();
   params.o_accum_ptr = o_accum.data_ptr<float>();
   kernel.launch(params, c10::cuda::getCurrentCUDAStream().stream());

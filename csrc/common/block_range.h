@@ -12,13 +12,14 @@ struct KVBlockRange {
   int n_block_min = 0;   // > 0 only for a split of the keys (split_kv_block_range)
 };
 
+// group > 1: the Q block's rows are grouped query heads (the decode kernel's packing), row r being query r / group.
 template <int kBlockM, int kBlockN, bool kCausal, class Seq>
-__host__ __device__ inline KVBlockRange kv_block_range(Seq const& seq, int m_block) {
+__host__ __device__ inline KVBlockRange kv_block_range(Seq const& seq, int m_block, int group = 1) {
   int n_block_max = (seq.seqlen_k() + kBlockN - 1) / kBlockN;
   int n_block_unmasked = seq.seqlen_k() / kBlockN;
   if constexpr (kCausal) {
-    int const first_row = m_block * kBlockM;
-    int const last_row = min((m_block + 1) * kBlockM, seq.seqlen_q()) - 1;
+    int const first_row = m_block * kBlockM / group;
+    int const last_row = (min((m_block + 1) * kBlockM, seq.seqlen_q() * group) - 1) / group;
     // Keys visible to the last row end at last_row + offset; every row sees keys up to first_row + offset.
     int const last_visible_end = last_row + seq.causal_offset() + 1;
     int const all_visible_end = first_row + seq.causal_offset() + 1;

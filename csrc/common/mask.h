@@ -11,14 +11,15 @@ namespace flashcute {
 
 // scores: (rows, cols) view of this thread's S accumulator; coords: the same view of the identity tensor
 // partitioned like S, giving each element's (row, col) inside the block. row0/col0: the block's origin.
-// Key j is visible to query i iff j < seqlen_k and (if kCausal) j <= i + causal_offset.
+// Key j is visible to query i iff j < seqlen_k and (if kCausal) j <= i + causal_offset. group > 1: the rows are
+// grouped query heads (the decode kernel's packing), row r being query r / group.
 template <bool kCausal, class TensorS, class TensorC>
 __device__ __forceinline__ void apply_mask(TensorS& scores, TensorC const& coords, int row0, int col0,
-                                           int seqlen_k, int causal_offset) {
+                                           int seqlen_k, int causal_offset, int group = 1) {
   static_assert(decltype(rank(scores))::value == 2);
   CUTE_UNROLL
   for (int mi = 0; mi < size<0>(scores); ++mi) {
-    int const row = row0 + get<0>(coords(mi, 0));
+    int const row = (row0 + get<0>(coords(mi, 0))) / group;
     int const col_end = kCausal ? min(seqlen_k, row + causal_offset + 1) : seqlen_k;
     CUTE_UNROLL
     for (int nj = 0; nj < size<1>(scores); ++nj) {

@@ -59,9 +59,14 @@ struct FwdParams : AttnParams {};
 // O and LSE; a combine kernel merges them into o_ptr / lse_ptr. seqused_k (the base's) holds each sequence's
 // number of keys where it is set.
 struct DecodeParams : FwdParams {
-  int num_splits;               // >= 1; set by the kernel's plan() where the caller passes 0
-  float* __restrict__ o_accum_ptr;    // (num_splits, batch, heads_q, seqlen_q, the kernel's kHeadDim)
-  float* __restrict__ lse_accum_ptr;  // (num_splits, batch, heads_q, seqlen_q); -inf where a split saw no key
+  // Query heads per Q block: the heads_q / heads_kv heads of a K/V head share its Q blocks (GQA: each K/V byte is
+  // read once for the group), row R of a (batch, K/V head) being query R / pack_group of head R % pack_group of the
+  // group; 1 for MHA.
+  int pack_group;
+  int num_splits;  // >= 1; set by the kernel's plan() where the caller passes 0
+  // Per split, the (batch, heads_q / pack_group) rows of seqlen_q * pack_group each, in the kernel's row order:
+  float* __restrict__ o_accum_ptr;    // (num_splits, rows, the kernel's kHeadDim)
+  float* __restrict__ lse_accum_ptr;  // (num_splits, rows); -inf where a split saw no key
 
   // Paged K/V: k_ptr / v_ptr are (num_pages, page_size, heads_kv, head_dim) (their batch strides are the page
   // strides), and key j of sequence b is row j % page_size of page block_table[b * block_table_batch_stride +

@@ -64,44 +64,53 @@ __global__ void append_kv_kernel(__grid_constant__ DecodeParams const params) {
            params.v_head_stride);
 }
 
-// Grid (Q blocks x num_splits, heads, batch).
+// Decode CTAs resident per SM, which the split count plans for: the tiles' 40-96 KiB of shared memory allow two on
+// A100 and Hopper, and so do their registers (asked for more, ptxas spills: hdim 64 at 3 per SM, 80-116 B).
+constexpr int kDecodeCtasPerSm = 2;
+
+// Grid (Q blocks x num_splits, heads_q / pack_group, batch).
 template <class Traits, bool kCausal, bool kPaged>
-__global__ void __launch_bounds__(Traits::kNThreads) split_kv_kernel(__grid_constant__ DecodeParams const params) {
+__global__ void __launch_bounds__(Traits::kNThreads, kDecodeCtasPerSm) split_kv_kernel(__grid_constant__ DecodeParams const params) {
   using Element = typename Traits::Element;
   using TileShape_MNK = typename Traits::TileShape_MNK;
   using Mainloop = sm80::Mainloop<Traits, kCausal>;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kHeadDim = Traits::kHeadDim;
 
-  extern __shared__ __align__(128) char smem[];
+  extern __shared__ __align__(128) char smem[];  // Traits::kSmemBytes, then PagedKV's pages when paged
 
-  int const m_blocks = (params.seqlen_q + kBlockM - 1) / kBlockM;
+  int const group = params.pack_group;
+  int const rows = params.seqlen_q * group;  // of a (batch, K/V head) with grouping, else of a (batch, query head)
+  int const m_blocks = (rows + kBlockM - 1) / kBlockM;
   int const m_block = blockIdx.x % m_blocks;
   int const split = blockIdx.x / m_blocks;
-  int const bidh = blockIdx.y;
+  int const bidh = blockIdx.y;  // the group's first query head is bidh * group
   int const bidb = blockIdx.z;
-  int const bidh_kv = bidh / (params.heads_q / params.heads_kv);
+  int const bidh_kv = bidh * group / (params.heads_q / params.heads_kv);
   int const tidx = threadIdx.x;
   DecodeSeqInfo const seq(params, bidb);
-  int const q_row_end = seq.seqlen_q() - m_block * kBlockM;
+  int const q_row_end = rows - m_block * kBlockM;
 
-  // This split's partial O and LSE: (num_splits, batch, heads_q, seqlen_q) rows.
-  int64_t const accum_row = ((int64_t(split) * params.batch + bidb) * params.heads_q + bidh) * params.seqlen_q;
+  // This split's partial O and LSE (common/params.h DecodeParams o_accum_ptr).
+  int64_t const accum_row = ((int64_t(split) * params.batch + bidb) * gridDim.y + bidh) * rows;
   Tensor mOaccum = make_tensor(make_gmem_ptr(params.o_accum_ptr + accum_row * kHeadDim),
-                               make_shape(params.seqlen_q, Int<kHeadDim>{}), make_stride(Int<kHeadDim>{}, _1{}));
-  Tensor mLSEaccum = make_tensor(make_gmem_ptr(params.lse_accum_ptr + accum_row), make_shape(params.seqlen_q));
+                               make_shape(rows, Int<kHeadDim>{}), make_stride(Int<kHeadDim>{}, _1{}));
+  Tensor mLSEaccum = make_tensor(make_gmem_ptr(params.lse_accum_ptr + accum_row), make_shape(rows));
   Tensor gOaccum = local_tile(mOaccum, select<0, 2>(TileShape_MNK{}), make_coord(m_block, 0));  // (BLK_M, D)
   Tensor gLSEaccum = local_tile(mLSEaccum, Shape<Int<kBlockM>>{}, make_coord(m_block));         // (BLK_M)
 
   KVBlockRange const range = split_kv_block_range(
-      kv_block_range<kBlockM, Traits::kBlockN, kCausal>(seq, m_block), split, params.num_splits);
+      kv_block_range<kBlockM, Traits::kBlockN, kCausal>(seq, m_block, group), split, params.num_splits);
   if (range.n_block_min >= range.n_block_max) {  // no key for this split: the combine skips it
     for (int row = tidx; row < min(q_row_end, kBlockM); row += Traits::kNThreads) { gLSEaccum(row) = -INFINITY; }
     return;
   }
 
-  auto [mQ, mK, mV, mO, mLSE] = make_gmem_tensors<Element>(params, seq, bidh, bidh_kv);
-  Tensor gQ = local_tile(mQ, select<0, 2>(TileShape_MNK{}), make_coord(m_block, 0));  // (BLK_M, D)
+  auto [mQ, mK, mV, mO, mLSE] = make_gmem_tensors<Element>(params, seq, bidh * group, bidh_kv);
+  // The group's rows, all at (query 0, head bidh * group): GroupedQueryRows moves each to its query and head.
+  Tensor mQgroup = make_tensor(mQ.data(), make_shape(rows, params.head_dim), make_stride(_0{}, _1{}));
+  Tensor gQ = local_tile(mQgroup, select<0, 2>(TileShape_MNK{}), make_coord(m_block, 0));  // (BLK_M, D)
+  GroupedQueryRows const q{group, m_block * kBlockM, params.q_row_stride, params.q_head_stride};
 
   Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), typename Traits::SmemLayoutQ{});
   Tensor sK = make_tensor(sQ.data() + Int<Traits::kSmemQElems>{}, typename Traits::SmemLayoutKV{});
@@ -118,13 +127,14 @@ __global__ void __launch_bounds__(Traits::kNThreads) split_kv_kernel(__grid_cons
                            params.head_dim, params.v_row_stride);
     Tensor gK = local_tile(mKh, select<1, 2>(TileShape_MNK{}), make_coord(0, 0));  // (BLK_N, D)
     Tensor gV = local_tile(mVh, select<1, 2>(TileShape_MNK{}), make_coord(0, 0));  // (BLK_N, D)
-    PagedKV<Traits::kBlockN> const kv{params.block_table + bidb * params.block_table_batch_stride, params.page_size,
-                                      params.num_pages};
-    Mainloop::mma(gQ, gK, gV, kv, sQ, sK, sV, acc_o, softmax, params, seq, m_block, range, tidx);
+    PagedKV<Traits::kBlockN, Traits::kNThreads> const kv{
+        params.block_table + bidb * params.block_table_batch_stride, params.page_size, params.num_pages,
+        reinterpret_cast<int2*>(smem + Traits::kSmemBytes), tidx};
+    Mainloop::mma(gQ, q, gK, gV, kv, sQ, sK, sV, acc_o, softmax, params, seq, m_block, range, tidx);
   } else {
     Tensor gK = local_tile(mK, select<1, 2>(TileShape_MNK{}), make_coord(_, 0));  // (BLK_N, D, n)
     Tensor gV = local_tile(mV, select<1, 2>(TileShape_MNK{}), make_coord(_, 0));  // (BLK_N, D, n)
-    Mainloop::mma(gQ, gK, gV, ContiguousKV{}, sQ, sK, sV, acc_o, softmax, params, seq, m_block, range, tidx);
+    Mainloop::mma(gQ, q, gK, gV, ContiguousKV{}, sQ, sK, sV, acc_o, softmax, params, seq, m_block, range, tidx);
   }
 
   Tensor acc_o_rowcol = make_rowcol(acc_o);
@@ -146,11 +156,15 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_kernel(__grid_cons
   int const i = row % params.seqlen_q;
   int const h = (row / params.seqlen_q) % params.heads_q;
   int const b = row / (int64_t(params.seqlen_q) * params.heads_q);
+  // Its row in the split kernel's order: row i * group + h % group of (batch b, grid head h / group).
+  int const group = params.pack_group;
+  int64_t const accum_row = (int64_t(b) * (params.heads_q / group) + h / group) * (params.seqlen_q * group) +
+                            i * group + h % group;
 
   // (num_splits) LSEs and (num_splits, kHeadDim) partial O of this row.
-  Tensor gLSEaccum = make_tensor(make_gmem_ptr(params.lse_accum_ptr + row), make_shape(params.num_splits),
+  Tensor gLSEaccum = make_tensor(make_gmem_ptr(params.lse_accum_ptr + accum_row), make_shape(params.num_splits),
                                  make_stride(rows));
-  Tensor gOaccum = make_tensor(make_gmem_ptr(params.o_accum_ptr + row * kHeadDim),
+  Tensor gOaccum = make_tensor(make_gmem_ptr(params.o_accum_ptr + accum_row * kHeadDim),
                                make_shape(params.num_splits, Int<kHeadDim>{}), make_stride(rows * kHeadDim, _1{}));
 
   float lse_max = -INFINITY;

@@ -14,16 +14,14 @@
 
 namespace flashcute::sm80 {
 
-// Decode CTAs resident per SM that the split count plans for: the tiles' 72-96 KiB of shared memory fit two on
-// A100 and on Hopper.
-constexpr int kDecodeCtasPerSm = 2;
 constexpr int kMaxSplits = 128;
 
-// The split count for `ctas` CTAs over n_blocks K/V blocks: none where the CTAs fill most of one wave of the GPU;
-// otherwise the fewest splits whose wave is about as full as the best count's (FlashAttention-2's rule), among
-// counts that change the blocks per split.
-inline int choose_num_splits(int64_t ctas, int n_blocks, int num_sms) {
-  int64_t const slots = int64_t(kDecodeCtasPerSm) * num_sms;
+// The split count for `ctas` CTAs over n_blocks K/V blocks, ctas_per_sm of them resident per SM: none where the
+// CTAs fill most of one wave of the GPU; otherwise the fewest splits whose last wave is nearly as full as the best
+// count's (FlashAttention-2's rule, with a stricter bar: decoding is bound by memory, and an SM without a CTA reads
+// nothing), among counts that change the blocks per split.
+inline int choose_num_splits(int64_t ctas, int n_blocks, int num_sms, int ctas_per_sm) {
+  int64_t const slots = int64_t(ctas_per_sm) * num_sms;
   if (n_blocks <= 1 || ctas * 5 >= slots * 4) { return 1; }
   int const max_splits = int(std::min<int64_t>({kMaxSplits, slots, n_blocks}));
   auto blocks_per_split = [&](int s) { return (n_blocks + s - 1) / s; };
@@ -37,7 +35,7 @@ inline int choose_num_splits(int64_t ctas, int n_blocks, int num_sms) {
     if (distinct(s)) { best = std::max(best, wave_fill(s)); }
   }
   for (int s = 1; s <= max_splits; ++s) {
-    if (distinct(s) && wave_fill(s) >= 0.85 * best) { return s; }
+    if (distinct(s) && wave_fill(s) >= 0.95 * best) { return s; }
   }
   return 1;
 }
@@ -45,12 +43,12 @@ inline int choose_num_splits(int64_t ctas, int n_blocks, int num_sms) {
 template <class Traits, bool kCausal, bool kPaged>
 void launch_split_kv(DecodeParams const& params, cudaStream_t stream) {
   auto kernel = &split_kv_kernel<Traits, kCausal, kPaged>;
-  constexpr int kSmemBytes = Traits::kSmemBytes;
+  constexpr int kSmemBytes = Traits::kSmemBytes + (kPaged ? PagedKV<Traits::kBlockN, Traits::kNThreads>::kSmemBytes : 0);
   if constexpr (kSmemBytes >= 48 * 1024) {
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   }
-  int const m_blocks = (params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
-  dim3 const grid(m_blocks * params.num_splits, params.heads_q, params.batch);
+  int const m_blocks = (params.seqlen_q * params.pack_group + Traits::kBlockM - 1) / Traits::kBlockM;
+  dim3 const grid(m_blocks * params.num_splits, params.heads_q / params.pack_group, params.batch);
   kernel<<<grid, Traits::kNThreads, kSmemBytes, stream>>>(params);
 }
 
@@ -63,9 +61,10 @@ struct DecodeKernel {
 
   static void plan(DecodeParams& params) {
     if (params.num_splits > 0) { return; }
-    int64_t const m_blocks = (params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
+    int64_t const m_blocks = (int64_t(params.seqlen_q) * params.pack_group + Traits::kBlockM - 1) / Traits::kBlockM;
     int const n_blocks = (params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN;
-    params.num_splits = choose_num_splits(m_blocks * params.heads_q * params.batch, n_blocks, params.num_sms);
+    int64_t const ctas = m_blocks * (params.heads_q / params.pack_group) * params.batch;
+    params.num_splits = choose_num_splits(ctas, n_blocks, params.num_sms, kDecodeCtasPerSm);
   }
 
   static void launch(DecodeParams const& params, cudaStream_t stream) {

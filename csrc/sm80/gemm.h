@@ -26,29 +26,52 @@ __device__ inline void load_tile(TiledCopy const& tiled_copy, TensorG const& tXg
   }
 }
 
-// load_tile for rows that are not one strided tensor (a paged K/V cache): tXgX addresses the tile as if its rows
-// were rows 0.. of a strided tensor, and row r of the tile is read row_offset(r) elements away from there. The
-// offsets of rows past row_end are not asked for.
-template <bool kCheckRows, class TiledCopy, class TensorG, class TensorS, class TensorC, class RowOffset>
-__device__ inline void load_tile_rows(TiledCopy const& tiled_copy, TensorG const& tXgX, TensorS& tXsX,
-                                      TensorC const& tXcX, int row_end, int col_end, RowOffset const& row_offset) {
-  CUTE_UNROLL
-  for (int m = 0; m < size<1>(tXgX); ++m) {
-    int const row = get<0>(tXcX(0, m, 0));
-    bool const row_ok = !kCheckRows || row < row_end;
-    int64_t const offset = row_ok ? row_offset(row) : 0;
+// Where the forward mainloop's Q rows come from. Query rows: the Q block is rows of one query head; tXgX is the
+// thread's (CPY, CPY_M, CPY_D) partition of it.
+struct QueryRows {
+  __device__ static constexpr int group() { return 1; }
+
+  template <class TiledCopy, class TensorG, class TensorS, class TensorC>
+  __device__ void load(TiledCopy const& tiled_copy, TensorG const& tXgX, TensorS& tXsX, TensorC const& tXcX,
+                       int row_end, int col_end) const {
+    load_tile<true>(tiled_copy, tXgX, tXsX, tXcX, row_end, col_end);
+  }
+};
+
+// Grouped query heads (decoding with GQA): the `group` query heads of a K/V head share the Q block, row R of the
+// (batch, K/V head)'s rows being query R / group of query head first_head + R % group, so the CTA reads the K/V
+// head once for all of them. tXgX partitions the (BLK_M, D) tile at (query 0, first_head) with row stride 0.
+struct GroupedQueryRows {
+  int group_size;
+  int row0;  // the block's first row
+  int64_t row_stride, head_stride;
+
+  __device__ int group() const { return group_size; }
+
+  template <class TiledCopy, class TensorG, class TensorS, class TensorC>
+  __device__ void load(TiledCopy const& tiled_copy, TensorG const& tXgX, TensorS& tXsX, TensorC const& tXcX,
+                       int row_end, int col_end) const {
     CUTE_UNROLL
-    for (int k = 0; k < size<2>(tXgX); ++k) {
-      bool const ok = row_ok && get<1>(tXcX(0, m, k)) < col_end;
-      Tensor src = make_tensor(tXgX(_, m, k).data() + offset, tXgX(_, m, k).layout());
-      copy(tiled_copy.with(ok), src, tXsX(_, m, k));
+    for (int m = 0; m < size<1>(tXgX); ++m) {
+      int const row = get<0>(tXcX(0, m, 0));
+      int const r = row0 + row;
+      int64_t const offset = (r / group_size) * row_stride + (r % group_size) * head_stride;
+      CUTE_UNROLL
+      for (int k = 0; k < size<2>(tXgX); ++k) {
+        bool const ok = row < row_end && get<1>(tXcX(0, m, k)) < col_end;
+        Tensor src = make_tensor(tXgX(_, m, k).data() + offset, tXgX(_, m, k).layout());
+        copy(tiled_copy.with(ok), src, tXsX(_, m, k));
+      }
     }
   }
-}
+};
 
 // Where the forward mainloop's K/V blocks come from. Contiguous: block n is rows [n * kBlockN, (n + 1) * kBlockN)
 // of the (batch, head)'s K (V); tXgX is the thread's (CPY, CPY_N, CPY_D, n) partition of those blocks.
 struct ContiguousKV {
+  __device__ void prefetch_first(int /*n_block*/, int /*row_end*/) const {}
+  __device__ void prefetch(int /*n_block*/) const {}
+
   template <bool kCheckRows, class TiledCopy, class TensorG, class TensorS, class TensorC>
   __device__ void load(TiledCopy const& tiled_copy, TensorG const& tXgX, int n_block, TensorS& tXsX,
                        TensorC const& tXcX, int row_end, int col_end, int64_t /*page_stride*/,
@@ -59,20 +82,47 @@ struct ContiguousKV {
 
 // Paged: key j lives at row j % page_size of page block_table[j / page_size] (common/params.h DecodeParams);
 // tXgX is the thread's (CPY, CPY_N, CPY_D) partition of block 0 of the head as if its rows were contiguous.
-template <int kBlockN>
+// prefetch(n) has the CTA look up block n's pages a step before the copies that need them (K(n), then V(n)),
+// into shared memory (two buffers, block n in buffer n % 2): the table's latency hides under the gemms, and no
+// register is held across them. The mainloop's barriers order the writes before the copies that read them.
+template <int kBlockN, int kNThreads>
 struct PagedKV {
+  static constexpr int kSmemBytes = 2 * kBlockN * sizeof(int2);
   int const* block_table;  // this sequence's row of the table
   int page_size, num_pages;
+  int2* pages;  // shared, 2 x kBlockN: (page, row in the page) of each row of a block
+  int tidx;
+
+  __device__ void prefetch(int n_block, int row_end = kBlockN) const {
+    int2* buffer = pages + (n_block % 2) * kBlockN;
+    for (int row = tidx; row < kBlockN; row += kNThreads) {
+      int const key = n_block * kBlockN + row;
+      int page = row < row_end ? block_table[key / page_size] : 0;
+      buffer[row] = make_int2(page < 0 ? 0 : page < num_pages ? page : num_pages - 1, key % page_size);
+    }
+  }
+  __device__ void prefetch_first(int n_block, int row_end) const {
+    prefetch(n_block, row_end);
+    __syncthreads();
+  }
 
   template <bool kCheckRows, class TiledCopy, class TensorG, class TensorS, class TensorC>
   __device__ void load(TiledCopy const& tiled_copy, TensorG const& tXgX, int n_block, TensorS& tXsX,
                        TensorC const& tXcX, int row_end, int col_end, int64_t page_stride, int64_t row_stride) const {
-    load_tile_rows<kCheckRows>(tiled_copy, tXgX, tXsX, tXcX, row_end, col_end, [&](int row) {
-      int const key = n_block * kBlockN + row;
-      int page = block_table[key / page_size];
-      page = page < 0 ? 0 : page < num_pages ? page : num_pages - 1;
-      return page * page_stride + int64_t(key % page_size - row) * row_stride;
-    });
+    int2 const* buffer = pages + (n_block % 2) * kBlockN;
+    CUTE_UNROLL
+    for (int m = 0; m < size<1>(tXgX); ++m) {
+      int const row = get<0>(tXcX(0, m, 0));
+      bool const row_ok = !kCheckRows || row < row_end;
+      int2 const page = buffer[row];
+      int64_t const offset = page.x * page_stride + int64_t(page.y - row) * row_stride;
+      CUTE_UNROLL
+      for (int k = 0; k < size<2>(tXgX); ++k) {
+        bool const ok = row_ok && get<1>(tXcX(0, m, k)) < col_end;
+        Tensor src = make_tensor(tXgX(_, m, k).data() + offset, tXgX(_, m, k).layout());
+        copy(tiled_copy.with(ok), src, tXsX(_, m, k));
+      }
+    }
   }
 };
 

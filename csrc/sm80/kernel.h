@@ -57,7 +57,8 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(__grid_constant_
   Tensor acc_o = partition_fragment_C(typename Traits::TiledMma{}, select<0, 2>(TileShape_MNK{}));  // (MMA, M, D)
   clear(acc_o);
   typename Mainloop::Softmax softmax;
-  Mainloop::mma(gQ, gK, gV, ContiguousKV{}, sQ, sK, sV, acc_o, softmax, params, seq, m_block, range, tidx);
+  Mainloop::mma(gQ, QueryRows{}, gK, gV, ContiguousKV{}, sQ, sK, sV, acc_o, softmax, params, seq, m_block, range,
+                tidx);
 
   Tensor acc_o_rowcol = make_rowcol(acc_o);
   Tensor lse = softmax.finalize(acc_o_rowcol, params.softmax_scale);

@@ -44,11 +44,14 @@ struct Mainloop {
                                                          select<0, 1>(TileShape_MNK{})).layout())))::value,
                                 kSoftmaxParts>;
 
-  // gQ: (BLK_M, D) Q block; gK, gV: the K/V blocks as kv reads them (gemm.h ContiguousKV: (BLK_N, D, n); PagedKV:
-  // (BLK_N, D), block 0); sQ, sK, sV: their shared-memory buffers. Accumulates the unnormalised O of the Q block
-  // over the K/V blocks of range into acc_o (MMA, MMA_M, MMA_D) and its statistics into softmax.
-  template <class TensorGQ, class TensorGKV, class KV, class TensorSQ, class TensorSKV, class TensorO, class Seq>
-  __device__ __forceinline__ static void mma(TensorGQ const& gQ, TensorGKV const& gK, TensorGKV const& gV, KV const& kv,
+  // gQ: (BLK_M, D) Q block as q reads it (gemm.h QueryRows or GroupedQueryRows); gK, gV: the K/V blocks as kv
+  // reads them (gemm.h ContiguousKV: (BLK_N, D, n); PagedKV: (BLK_N, D), block 0); sQ, sK, sV: their shared-memory
+  // buffers. Accumulates the unnormalised O of the Q block over the K/V blocks of range into acc_o (MMA, MMA_M,
+  // MMA_D) and its statistics into softmax.
+  template <class TensorGQ, class Q, class TensorGKV, class KV, class TensorSQ, class TensorSKV, class TensorO,
+            class Seq>
+  __device__ __forceinline__ static void mma(TensorGQ const& gQ, Q const& q, TensorGKV const& gK, TensorGKV const& gV,
+                                             KV const& kv,
                              TensorSQ& sQ, TensorSKV& sK, TensorSKV& sV, TensorO& acc_o, Softmax& softmax,
                              AttnParams const& params, Seq const& seq, int m_block, KVBlockRange const& range,
                              int tidx) {
@@ -87,11 +90,12 @@ struct Mainloop {
 
     // (row, col) inside the S block of each score this thread holds, for masking.
     Tensor tScS = make_rowcol(thr_mma.partition_C(make_identity_tensor(select<0, 1>(TileShape_MNK{}))));
-    int const q_row_end = seq.seqlen_q() - m_block * kBlockM;  // valid rows of this Q block
+    int const q_row_end = seq.seqlen_q() * q.group() - m_block * kBlockM;  // valid rows of this Q block
 
     // Prologue: Q and the last visible K block (the only one that can be ragged) in flight.
     int n_block = range.n_block_max - 1;
-    load_tile<true>(gmem_tiled_copy_QKV, tQgQ, tQsQ, tQcQ, q_row_end, params.head_dim);
+    q.load(gmem_tiled_copy_QKV, tQgQ, tQsQ, tQcQ, q_row_end, params.head_dim);
+    kv.prefetch_first(n_block, seq.seqlen_k() - n_block * kBlockN);
     kv.template load<true>(gmem_tiled_copy_QKV, tKgK, n_block, tKsK, tKVcKV, seq.seqlen_k() - n_block * kBlockN,
                            params.head_dim, params.k_batch_stride, params.k_row_stride);
     cp_async_fence();
@@ -108,12 +112,14 @@ struct Mainloop {
       kv.template load<kFirst>(gmem_tiled_copy_QKV, tVgV, n_block, tVsV, tKVcKV, seq.seqlen_k() - n_block * kBlockN,
                                params.head_dim, params.v_batch_stride, params.v_row_stride);
       cp_async_fence();
+      if (n_block > range.n_block_min) { kv.prefetch(n_block - 1); }
 
       gemm_ss(acc_s, tSrQ, tSrK, tSsQ, tSsK, tiled_mma, smem_tiled_copy_Q, smem_tiled_copy_K, smem_thr_copy_Q,
               smem_thr_copy_K);
       Tensor scores = make_rowcol(acc_s);
       if constexpr (kMasked) {
-        apply_mask<kCausal>(scores, tScS, m_block * kBlockM, n_block * kBlockN, seq.seqlen_k(), seq.causal_offset());
+        apply_mask<kCausal>(scores, tScS, m_block * kBlockM, n_block * kBlockN, seq.seqlen_k(), seq.causal_offset(),
+                            q.group());
       }
 
       cp_async_wait<0>();
