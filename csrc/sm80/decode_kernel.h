@@ -73,7 +73,7 @@ template <class Traits, bool kCausal, bool kPaged>
 __global__ void __launch_bounds__(Traits::kNThreads, kDecodeCtasPerSm) split_kv_kernel(__grid_constant__ DecodeParams const params) {
   using Element = typename Traits::Element;
   using TileShape_MNK = typename Traits::TileShape_MNK;
-  using Mainloop = sm80::Mainloop<Traits, kCausal>;
+  using Mainloop = sm80::Mainloop<Traits, kCausal, /*kLoadKEarly=*/true>;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kHeadDim = Traits::kHeadDim;
 

@@ -4,6 +4,9 @@
 //
 // Copies overlap the tensor cores with one K buffer and one V buffer:
 //   wait K(n) | issue V(n) | S = Q.K(n)^T, mask | wait V(n) | issue K(n-1) | softmax | O += P.V(n)
+// kLoadKEarly (the decode kernel, bound by memory): K(n-1) is issued as soon as S(n) is done with K(n), before
+// waiting for V(n), so two blocks are in flight for a while:
+//   wait K(n) | issue V(n) | S = Q.K(n)^T, mask | issue K(n-1) | wait V(n) | softmax | O += P.V(n)
 // Loads are predicated cp.async; the gemms' shared-memory -> register (ldmatrix) copies run one k-slice ahead of
 // the mma.sync.
 #pragma once
@@ -21,7 +24,7 @@ namespace flashcute::sm80 {
 
 using namespace cute;
 
-template <class Traits, bool kCausal>
+template <class Traits, bool kCausal, bool kLoadKEarly = false>
 struct Mainloop {
   using Element = typename Traits::Element;
   using TileShape_MNK = typename Traits::TileShape_MNK;
@@ -122,12 +125,24 @@ struct Mainloop {
                             q.group());
       }
 
-      cp_async_wait<0>();
-      __syncthreads();  // V(n) landed; every warp is done with K(n)
-      if (n_block > range.n_block_min) {
+      auto load_next_k = [&]() {
         kv.template load<false>(gmem_tiled_copy_QKV, tKgK, n_block - 1, tKsK, tKVcKV, kBlockN, params.head_dim,
                                 params.k_batch_stride, params.k_row_stride);
         cp_async_fence();
+      };
+      if constexpr (kLoadKEarly) {
+        __syncthreads();  // every warp is done with K(n)
+        if (n_block > range.n_block_min) {
+          load_next_k();
+          cp_async_wait<1>();
+        } else {
+          cp_async_wait<0>();
+        }
+        __syncthreads();  // V(n) landed
+      } else {
+        cp_async_wait<0>();
+        __syncthreads();  // V(n) landed; every warp is done with K(n)
+        if (n_block > range.n_block_min) { load_next_k(); }
       }
 
       softmax.template rescale<kFirst, kMasked>(scores, acc_o_rowcol, params.softmax_scale_log2);
