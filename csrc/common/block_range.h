@@ -35,7 +35,8 @@ __host__ __device__ inline KVBlockRange split_kv_block_range(KVBlockRange range,
   int const per_split = (range.n_block_max + num_splits - 1) / num_splits;
   int const n_block_min = split * per_split;
   int const n_block_max = min(range.n_block_max, n_block_min + per_split);
-  return {n_block_max, max(min(range.n_block_unmasked, n_block_max), n_block_min), n_block_min};
+  int const n_block_unmasked = min(range.n_block_unmasked, n_block_max);
+  return {n_block_max, n_block_unmasked < n_block_min ? n_block_min : n_block_unmasked, n_block_min};
 }
 
 struct QBlockRange {

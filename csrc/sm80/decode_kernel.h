@@ -127,7 +127,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, kDecodeCtasPerSm) split_kv_
                            params.head_dim, params.v_row_stride);
     Tensor gK = local_tile(mKh, select<1, 2>(TileShape_MNK{}), make_coord(0, 0));  // (BLK_N, D)
     Tensor gV = local_tile(mVh, select<1, 2>(TileShape_MNK{}), make_coord(0, 0));  // (BLK_N, D)
-    PagedKV<Traits::kBlockN, Traits::kNThreads> const kv{
+    PagedKV<Traits::kBlockN, Traits::kNThreads> kv{
         params.block_table + bidb * params.block_table_batch_stride, params.page_size, params.num_pages,
         reinterpret_cast<int2*>(smem + Traits::kSmemBytes), tidx};
     Mainloop::mma(gQ, q, gK, gV, kv, sQ, sK, sV, acc_o, softmax, params, seq, m_block, range, tidx);

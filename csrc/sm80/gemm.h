@@ -69,8 +69,9 @@ struct GroupedQueryRows {
 // Where the forward mainloop's K/V blocks come from. Contiguous: block n is rows [n * kBlockN, (n + 1) * kBlockN)
 // of the (batch, head)'s K (V); tXgX is the thread's (CPY, CPY_N, CPY_D, n) partition of those blocks.
 struct ContiguousKV {
-  __device__ void prefetch_first(int /*n_block*/, int /*row_end*/) const {}
-  __device__ void prefetch(int /*n_block*/) const {}
+  __device__ void prefetch_first(int /*n_block*/, int /*row_end*/) {}
+  __device__ void fetch(int /*n_block*/) {}
+  __device__ void publish(int /*n_block*/) {}
 
   template <bool kCheckRows, class TiledCopy, class TensorG, class TensorS, class TensorC>
   __device__ void load(TiledCopy const& tiled_copy, TensorG const& tXgX, int n_block, TensorS& tXsX,
@@ -82,27 +83,44 @@ struct ContiguousKV {
 
 // Paged: key j lives at row j % page_size of page block_table[j / page_size] (common/params.h DecodeParams);
 // tXgX is the thread's (CPY, CPY_N, CPY_D) partition of block 0 of the head as if its rows were contiguous.
-// prefetch(n) has the CTA look up block n's pages a step before the copies that need them (K(n), then V(n)),
-// into shared memory (two buffers, block n in buffer n % 2): the table's latency hides under the gemms, and no
-// register is held across them. The mainloop's barriers order the writes before the copies that read them.
+// The CTA looks up block n's pages a step before the copies that need them (K(n), then V(n)): fetch(n) reads the
+// table (each thread kBlockN / kNThreads rows) into registers before a gemm, publish(n) writes them after it to
+// shared memory (two buffers, block n in buffer n % 2), so the table's latency hides under the gemm. The
+// mainloop's barriers order the writes before the copies that read them.
 template <int kBlockN, int kNThreads>
 struct PagedKV {
+  static_assert(kBlockN % kNThreads == 0 || kNThreads % kBlockN == 0);
+  static constexpr int kRowsPerThread = (kBlockN + kNThreads - 1) / kNThreads;
   static constexpr int kSmemBytes = 2 * kBlockN * sizeof(int2);
   int const* block_table;  // this sequence's row of the table
   int page_size, num_pages;
   int2* pages;  // shared, 2 x kBlockN: (page, row in the page) of each row of a block
   int tidx;
+  int2 fetched[kRowsPerThread];  // of rows tidx + i * kNThreads of the block fetched last
 
-  __device__ void prefetch(int n_block, int row_end = kBlockN) const {
-    int2* buffer = pages + (n_block % 2) * kBlockN;
-    for (int row = tidx; row < kBlockN; row += kNThreads) {
+  __device__ void fetch(int n_block, int row_end = kBlockN) {
+    CUTE_UNROLL
+    for (int i = 0; i < kRowsPerThread; ++i) {
+      int const row = tidx + i * kNThreads;
       int const key = n_block * kBlockN + row;
-      int page = row < row_end ? block_table[key / page_size] : 0;
-      buffer[row] = make_int2(page < 0 ? 0 : page < num_pages ? page : num_pages - 1, key % page_size);
+      int const page = row < row_end && row < kBlockN ? block_table[key / page_size] : 0;
+      fetched[i] = make_int2(page, key % page_size);
     }
   }
-  __device__ void prefetch_first(int n_block, int row_end) const {
-    prefetch(n_block, row_end);
+  __device__ void publish(int n_block) {
+    CUTE_UNROLL
+    for (int i = 0; i < kRowsPerThread; ++i) {
+      int const row = tidx + i * kNThreads;
+      int const page = fetched[i].x;
+      if (row < kBlockN) {
+        pages[(n_block % 2) * kBlockN + row] = make_int2(page < 0 ? 0 : page < num_pages ? page : num_pages - 1,
+                                                         fetched[i].y);
+      }
+    }
+  }
+  __device__ void prefetch_first(int n_block, int row_end) {
+    fetch(n_block, row_end);
+    publish(n_block);
     __syncthreads();
   }
 

@@ -54,7 +54,7 @@ struct Mainloop {
   template <class TensorGQ, class Q, class TensorGKV, class KV, class TensorSQ, class TensorSKV, class TensorO,
             class Seq>
   __device__ __forceinline__ static void mma(TensorGQ const& gQ, Q const& q, TensorGKV const& gK, TensorGKV const& gV,
-                                             KV const& kv,
+                                             KV kv,
                              TensorSQ& sQ, TensorSKV& sK, TensorSKV& sV, TensorO& acc_o, Softmax& softmax,
                              AttnParams const& params, Seq const& seq, int m_block, KVBlockRange const& range,
                              int tidx) {
@@ -115,7 +115,7 @@ struct Mainloop {
       kv.template load<kFirst>(gmem_tiled_copy_QKV, tVgV, n_block, tVsV, tKVcKV, seq.seqlen_k() - n_block * kBlockN,
                                params.head_dim, params.v_batch_stride, params.v_row_stride);
       cp_async_fence();
-      if (n_block > range.n_block_min) { kv.prefetch(n_block - 1); }
+      if (n_block > range.n_block_min) { kv.fetch(n_block - 1); }
 
       gemm_ss(acc_s, tSrQ, tSrK, tSsQ, tSsK, tiled_mma, smem_tiled_copy_Q, smem_tiled_copy_K, smem_thr_copy_Q,
               smem_thr_copy_K);
@@ -130,6 +130,7 @@ struct Mainloop {
                                 params.k_batch_stride, params.k_row_stride);
         cp_async_fence();
       };
+      if (n_block > range.n_block_min) { kv.publish(n_block - 1); }
       if constexpr (kLoadKEarly) {
         __syncthreads();  // every warp is done with K(n)
         if (n_block > range.n_block_min) {
