@@ -420,6 +420,21 @@ def test_compile_training_step_inductor(library):
 
 # ----------------------------------------------------------------------------------- CUDA graphs, streams
 
+def capture_graph(step):
+    """(graph, what step() returned while captured): step runs twice on a side stream first, as
+    torch.cuda.graphs recommends, then once under capture."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outputs = step()
+    return graph, outputs
+
+
 @pytest.mark.parametrize("deterministic", [False, True])
 def test_cuda_graph_replay_of_a_training_step(library, deterministic):
     """Forward and backward captured in one CUDA graph; replayed on new data, it gives eager's gradients."""
@@ -432,15 +447,7 @@ def test_cuda_graph_replay_of_a_training_step(library, deterministic):
         out = flashcute.flash_attn_func(*leaves, causal=True, deterministic=deterministic)
         return torch.autograd.grad(out, leaves, static_dout)
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm up off the capture, as torch.cuda.graphs recommends
-        for _ in range(2):
-            step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static_grads = step()
+    graph, static_grads = capture_graph(step)
 
     for seed in (33, 34):  # new data in the captured buffers, then replay
         q, k, v = make_qkv(2, 300, 517, 8, 2, 128, torch.bfloat16, "contiguous", seed)

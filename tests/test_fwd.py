@@ -88,6 +88,26 @@ def max_error(actual, expected):
     return (actual.double() - expected).abs().max().item() if expected.numel() else 0.0
 
 
+def assert_close_to_reference(out, lse, out_ref, lse_ref, out_torch, lse_torch):
+    """The rule for out and lse: finite where they should be, -inf lse on exactly the reference's rows, and each
+    error against the float64 reference (out_ref, lse_ref) at most twice PyTorch's own low-precision attention's
+    (out_torch, lse_torch), plus the reference's rounding to out's dtype."""
+    assert out.isfinite().all(), "out has NaN/inf (unwritten or overflowed elements)"
+    assert not lse.isnan().any() and not (lse == math.inf).any(), "lse has NaN/+inf"
+    assert torch.equal(lse == -math.inf, lse_ref == -math.inf), "lse = -inf on other rows than the reference"
+
+    out_atol = 2 * max_error(out_ref.to(out.dtype), out_ref) + 1e-6
+    out_error, out_torch_error = max_error(out, out_ref), max_error(out_torch, out_ref)
+    assert out_error <= 2 * out_torch_error + out_atol, (
+        f"out: max error {out_error:.3e} > 2 * torch's {out_torch_error:.3e} + {out_atol:.1e}"
+    )
+    finite = torch.isfinite(lse_ref)
+    lse_error, lse_torch_error = max_error(lse[finite], lse_ref[finite]), max_error(lse_torch[finite], lse_ref[finite])
+    assert lse_error <= 2 * lse_torch_error + 1e-4, (
+        f"lse: max error {lse_error:.3e} > 2 * torch's {lse_torch_error:.3e} + 1e-4"
+    )
+
+
 def check_fwd(q, k, v, causal, backend, softmax_scale=None, top_left=False):
     """Run the op (twice) and hold it to the float64 reference; returns (out, lse)."""
     batch, seqlen_q, heads_q, head_dim = q.shape
@@ -99,20 +119,7 @@ def check_fwd(q, k, v, causal, backend, softmax_scale=None, top_left=False):
 
     assert out.shape == q.shape and out.dtype == q.dtype and out.is_contiguous()
     assert lse.shape == (batch, heads_q, seqlen_q) and lse.dtype == torch.float32 and lse.is_contiguous()
-    assert out.isfinite().all(), "out has NaN/inf (unwritten or overflowed elements)"
-    assert not lse.isnan().any() and not (lse == math.inf).any(), "lse has NaN/+inf"
-    assert torch.equal(lse == -math.inf, lse_ref == -math.inf), "lse = -inf on other rows than the reference"
-
-    out_atol = 2 * max_error(out_ref.to(q.dtype), out_ref) + 1e-6
-    out_error, out_torch_error = max_error(out, out_ref), max_error(out_torch, out_ref)
-    assert out_error <= 2 * out_torch_error + out_atol, (
-        f"out: max error {out_error:.3e} > 2 * torch's {out_torch_error:.3e} + {out_atol:.1e}"
-    )
-    finite = torch.isfinite(lse_ref)
-    lse_error, lse_torch_error = max_error(lse[finite], lse_ref[finite]), max_error(lse_torch[finite], lse_ref[finite])
-    assert lse_error <= 2 * lse_torch_error + 1e-4, (
-        f"lse: max error {lse_error:.3e} > 2 * torch's {lse_torch_error:.3e} + 1e-4"
-    )
+    assert_close_to_reference(out, lse, out_ref, lse_ref, out_torch, lse_torch)
 
     out_again, lse_again = torch.ops.flashcute.fwd(q, k, v, softmax_scale, causal, top_left, backend)
     assert torch.equal(out, out_again) and torch.equal(lse, lse_again), "two runs differ"

@@ -112,9 +112,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, kDecodeCtasPerSm) split_kv_
   Tensor gQ = local_tile(mQgroup, select<0, 2>(TileShape_MNK{}), make_coord(m_block, 0));  // (BLK_M, D)
   GroupedQueryRows const q{group, m_block * kBlockM, params.q_row_stride, params.q_head_stride};
 
-  Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), typename Traits::SmemLayoutQ{});
-  Tensor sK = make_tensor(sQ.data() + Int<Traits::kSmemQElems>{}, typename Traits::SmemLayoutKV{});
-  Tensor sV = make_tensor(sK.data() + Int<Traits::kSmemKVElems>{}, typename Traits::SmemLayoutKV{});
+  auto [sQ, sK, sV] = Mainloop::smem_tensors(smem);
 
   Tensor acc_o = partition_fragment_C(typename Traits::TiledMma{}, select<0, 2>(TileShape_MNK{}));  // (MMA, M, D)
   clear(acc_o);

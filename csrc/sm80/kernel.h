@@ -50,9 +50,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) fwd_kernel(__grid_constant_
   }
 
   // Shared memory: Q, then one K and one V buffer; O is staged in Q's buffer by the epilogue.
-  Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), typename Traits::SmemLayoutQ{});
-  Tensor sK = make_tensor(sQ.data() + Int<Traits::kSmemQElems>{}, typename Traits::SmemLayoutKV{});
-  Tensor sV = make_tensor(sK.data() + Int<Traits::kSmemKVElems>{}, typename Traits::SmemLayoutKV{});
+  auto [sQ, sK, sV] = Mainloop::smem_tensors(smem);
 
   Tensor acc_o = partition_fragment_C(typename Traits::TiledMma{}, select<0, 2>(TileShape_MNK{}));  // (MMA, M, D)
   clear(acc_o);

@@ -41,6 +41,14 @@ struct Mainloop {
     return make_layout(make_layout(get<0>(l), get<2, 0>(l)), get<1>(l), get<2, 1>(l));
   }
 
+  // The shared memory the mainloop works in, from smem on: Q, then one K and one V buffer. -> (sQ, sK, sV)
+  __device__ static auto smem_tensors(char* smem) {
+    Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), typename Traits::SmemLayoutQ{});
+    Tensor sK = make_tensor(sQ.data() + Int<Traits::kSmemQElems>{}, typename Traits::SmemLayoutKV{});
+    Tensor sV = make_tensor(sK.data() + Int<Traits::kSmemKVElems>{}, typename Traits::SmemLayoutKV{});
+    return cute::make_tuple(sQ, sK, sV);
+  }
+
   // This thread's softmax state: one row per accumulator row it holds.
   using Softmax = OnlineSoftmax<decltype(size<0>(make_rowcol_layout(
                                     partition_fragment_C(typename Traits::TiledMma{},
