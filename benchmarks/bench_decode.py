@@ -20,7 +20,6 @@ Prints a table and the issue's bar checks, writes JSON and markdown to benchmark
 """
 
 import argparse
-import inspect
 import sys
 import warnings
 
@@ -98,23 +97,12 @@ def flashcute_api(name):
 
 
 def kvcache_caller(fn):
-    """fn(q, k_cache, v_cache, seqlens, block_table=None), passing causal=False where the function takes it."""
-    try:
-        takes_causal = "causal" in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        takes_causal = False
-    extra = {"causal": False} if takes_causal else {}
+    """fn(q, k_cache, v_cache, seqlens, block_table=None): flash_attn_with_kvcache on a cache of that many keys."""
 
     def call(q, k_cache, v_cache, seqlens, block_table=None):
-        paged = {} if block_table is None else {"block_table": block_table}
-        return fn(q, k_cache, v_cache, cache_seqlens=seqlens, **paged, **extra)
+        return fn(q, k_cache, v_cache, cache_seqlens=seqlens, block_table=block_table)
 
     return call
-
-
-def output(result):
-    """The attention output of a call that may also return the LSE."""
-    return result[0] if isinstance(result, (tuple, list)) else result
 
 
 # ------------------------------------------------------------------------------------------- measuring
@@ -189,7 +177,7 @@ def bench_shape(dtype, head_dim, heads, batch, seqlen_q, seqlen_k, args, kvcache
 
     def keep(name, fn):
         if record(name, fn):
-            outputs[name] = output(fn()).detach().clone()
+            outputs[name] = fn().detach().clone()
 
     if kvcache is not None:
         keep("flashcute", lambda: kvcache(q, k, v, seqlens))

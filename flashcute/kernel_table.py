@@ -82,8 +82,8 @@ class Kernel:
     op: str
     arch: str
     head_dim: int
-    # sm80 (and every backward): "all" (one tile; causal is a template flag inside). sm90: "noncausal", "causal", or
-    # "noncausal-longk" (taken when seqlen_k >= LONG_SEQLEN_K_MIN).
+    # sm80 (and every backward and decode kernel): "all" (one tile; causal is a template flag inside). sm90 forward:
+    # "noncausal", "causal", or "noncausal-longk" (taken when seqlen_k >= LONG_SEQLEN_K_MIN).
     variant: str
     tile: Sm80Tile | Sm80BwdTile | Sm90Tile | Sm90BwdTile
     why: str  # one line
