@@ -91,6 +91,9 @@ def table_header():
         rows = " ".join(f"X({k.head_dim}, {VARIANTS[k.variant]})" for k in kernel_table.kernels("fwd", arch))
         parts.append(f"// X(head_dim, variant) for each {arch} forward row, in table order.\n"
                      f"#define FLASHCUTE_FWD_{arch.upper()}_KERNELS(X) {rows}\n")
+    rows = " ".join(f"X({k.head_dim}, {VARIANTS[k.variant]})" for k in kernel_table.kernels("decode", "sm80"))
+    parts.append(f"// X(head_dim, variant) for each sm80 decode row, in table order.\n"
+                 f"#define FLASHCUTE_DECODE_SM80_KERNELS(X) {rows}\n")
     return "".join(parts)
 
 

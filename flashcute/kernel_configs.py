@@ -75,13 +75,15 @@ class _ElementConfig:
 
 @dataclass(frozen=True)
 class Sm80Config(_ElementConfig):
-    """One instantiation of ``flashcute::sm80::KernelTraits<Element, kHeadDim, kBlockM, kBlockN, kNWarps>``."""
+    """One instantiation of ``flashcute::sm80::KernelTraits<Element, kHeadDim, kBlockM, kBlockN, kNWarps>``: the
+    forward's (op "fwd") or the decode kernel's (op "decode")."""
 
     dtype: str
     head_dim: int
     block_m: int
     block_n: int
     n_warps: int
+    op: str = "fwd"
 
     arch = "sm80"
 
@@ -245,7 +247,7 @@ class Sm80Config(_ElementConfig):
 
     @property
     def header(self):
-        return f"{self.arch} {self.dtype} hdim{self.head_dim}"
+        return f"{self.arch} {self.dtype} hdim{self.head_dim}" + (" decode" if self.op == "decode" else "")
 
 
 LONG_SEQLEN_K_MIN = kernel_table.LONG_SEQLEN_K_MIN
@@ -454,10 +456,10 @@ ARCHS = kernel_table.ARCHS
 
 
 def config_for(kernel, dtype):
-    """The configuration of one kernel_table row in one dtype."""
+    """The configuration of one forward or decode kernel_table row in one dtype."""
     tile = kernel.tile
     if kernel.arch == "sm80":
-        return Sm80Config(dtype, kernel.head_dim, tile.block_m, tile.block_n, tile.warps)
+        return Sm80Config(dtype, kernel.head_dim, tile.block_m, tile.block_n, tile.warps, kernel.op)
     return Sm90Config(dtype, kernel.head_dim, kernel.variant == "causal", tile.block_m, tile.block_n, tile.stages,
                       kernel.variant == "noncausal-longk")
 
@@ -468,6 +470,11 @@ def shipped_configs(arch=None):
         raise ValueError(f"arch must be one of {ARCHS} (or None for all), got {arch!r}")
     archs = ARCHS if arch is None else (arch,)
     return [config_for(k, dtype) for a in archs for dtype in DTYPES for k in kernel_table.kernels("fwd", a)]
+
+
+def decode_configs():
+    """Every shipped decode configuration (SM80 traits of the split-KV kernel), dtype by dtype."""
+    return [config_for(k, dtype) for dtype in DTYPES for k in kernel_table.kernels("decode", "sm80")]
 
 
 def get_config(arch, dtype, head_dim, causal=False, seqlen_k=None):

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from flashcute.kernel_configs import shipped_configs  # noqa: E402
+from flashcute.kernel_configs import decode_configs, shipped_configs  # noqa: E402
 from tests.layout import oracle  # noqa: E402
 
 TOOL = ROOT / "csrc" / "tools" / "print_kernel_layouts.cpp"
@@ -54,16 +54,17 @@ def parse(text):
 
 
 def shipped_instantiations():
-    """(arch, dtype, head dim) of every generated kernel instantiation."""
+    """"<arch> <dtype> hdim<d>[ decode]" of every generated forward and decode kernel instantiation."""
     found = set()
-    for path in (ROOT / "csrc" / "instantiations").glob("fwd_*.cu"):
-        m = re.fullmatch(r"fwd_(sm\d+)_(fp16|bf16)_hdim(\d+)", path.stem)
+    for path in (ROOT / "csrc" / "instantiations").glob("*.cu"):
+        m = re.fullmatch(r"(fwd|bwd|decode)_(sm\d+)_(fp16|bf16)_hdim(\d+)", path.stem)
         assert m, f"unexpected instantiation file name {path.name}"
-        found.add(f"{m[1]} {m[2]} hdim{m[3]}")
+        if m[1] != "bwd":
+            found.add(f"{m[2]} {m[3]} hdim{m[4]}" + (" decode" if m[1] == "decode" else ""))
     return found
 
 
-CONFIGS = shipped_configs()
+CONFIGS = shipped_configs() + decode_configs()
 
 
 def test_program_prints_every_instantiated_config():

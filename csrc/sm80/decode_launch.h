@@ -55,9 +55,7 @@ void launch_split_kv(DecodeParams const& params, cudaStream_t stream) {
 // The registry's entry (common/registry.h) for one (dtype, head dim).
 template <typename Element, int kHeadDim>
 struct DecodeKernel {
-  using Tile = DecodeTile<kHeadDim>;
-  static_assert(Tile::kShipped, "no SM80 decode tile for this head dim in flashcute/kernel_table.py");
-  using Traits = KernelTraits<Element, kHeadDim, Tile::kBlockM, Tile::kBlockN, Tile::kNWarps>;
+  using Traits = typename DecodeTraits<Element, kHeadDim>::type;
 
   static void plan(DecodeParams& params) {
     if (params.num_splits > 0) { return; }

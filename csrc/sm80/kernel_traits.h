@@ -62,4 +62,12 @@ struct DefaultTraits {
                             Tile::kSoftmaxPartsCausal>;
 };
 
+// The decode kernel's configuration of a head dim: its DecodeTile row of flashcute/kernel_table.py.
+template <typename Element, int kHeadDim>
+struct DecodeTraits {
+  using Tile = DecodeTile<kHeadDim>;
+  static_assert(Tile::kShipped, "no SM80 decode tile for this head dim in flashcute/kernel_table.py");
+  using type = KernelTraits<Element, kHeadDim, Tile::kBlockM, Tile::kBlockN, Tile::kNWarps>;
+};
+
 }  // namespace flashcute::sm80

@@ -4,7 +4,8 @@
 // no nvcc). tests/test_kernel_layouts.py compares the output with flashcute.kernel_configs, line by line;
 // flashcute.explain draws from that mirror. Every string is CuTe's own cute::print.
 //
-// Output: one block per configuration, "== <arch> <dtype> hdim<d>[ causal|noncausal]", then "<name>: <value>".
+// Output: one block per configuration, "== <arch> <dtype> hdim<d>[ causal|noncausal|decode]", then
+// "<name>: <value>".
 #include <cstdio>
 
 // The kernels are built with this (flashcute._build.NVCC_FLAGS): the GMMA atoms must match theirs.
@@ -55,9 +56,9 @@ void copy_fields(char const* name, TiledCopy const& tiled_copy) {
 }
 
 template <class Traits>
-void print_sm80() {
+void print_sm80(char const* suffix = "") {
   using Element = typename Traits::Element;
-  printf("== sm80 %s hdim%d\n", dtype_name<Element>(), Traits::kHeadDim);
+  printf("== sm80 %s hdim%d%s\n", dtype_name<Element>(), Traits::kHeadDim, suffix);
   field("kBlockM", Traits::kBlockM);
   field("kBlockN", Traits::kBlockN);
   field("kHeadDim", Traits::kHeadDim);
@@ -162,6 +163,10 @@ void print_sm80_all() {
   print_sm80<typename flashcute::sm80::DefaultTraits<Element, HEAD_DIM>::type>();
   FLASHCUTE_FWD_SM80_KERNELS(FLASHCUTE_PRINT_SM80)
 #undef FLASHCUTE_PRINT_SM80
+#define FLASHCUTE_PRINT_DECODE(HEAD_DIM, VARIANT) \
+  print_sm80<typename flashcute::sm80::DecodeTraits<Element, HEAD_DIM>::type>(" decode");
+  FLASHCUTE_DECODE_SM80_KERNELS(FLASHCUTE_PRINT_DECODE)
+#undef FLASHCUTE_PRINT_DECODE
 }
 
 template <class Element>
