@@ -338,6 +338,17 @@ def test_rows_without_keys_are_zero_with_minus_inf_lse(library, page_size):
 
 
 @needs_cuda
+@pytest.mark.parametrize("page_size", [None, 16], ids=kind)
+def test_append_without_queries(library, page_size):
+    """seqlen_q = 0 with new keys: the caches take them, out and lse are empty."""
+    skip_unless_decode_built(torch.bfloat16, 64)
+    capacity = capacity_for(64, page_size)
+    inputs = make_kvcache([0, 5, capacity - 1], 0, 3, 4, 2, 64, torch.bfloat16, capacity, page_size, seed=42)
+    out, lse = check_kvcache(inputs, causal=True)
+    assert out.shape == (3, 0, 4, 64) and lse.shape == (3, 4, 0)
+
+
+@needs_cuda
 @pytest.mark.parametrize("page_size", [None, 64], ids=kind)
 @pytest.mark.parametrize("causal", [False, True])
 def test_full_cache_without_cache_seqlens(library, page_size, causal):

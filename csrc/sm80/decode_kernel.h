@@ -33,8 +33,8 @@ __device__ inline int64_t cache_row_offset(DecodeParams const& p, int b, int key
   return page * batch_stride + int64_t(key % p.page_size) * row_stride;
 }
 
-// Grid (seqlen_new, batch), one thread per 16 bytes of a row's heads: row i of k_new / v_new goes to key
-// cache_seqlens[b] + i of the cache when that is below the capacity (seqlen_k).
+// Grid (seqlen_new, batch); the CTA's threads stride over the 16-byte vectors of a row's heads: row i of k_new /
+// v_new goes to key cache_seqlens[b] + i of the cache when that is below the capacity (seqlen_k).
 template <class Element>
 __global__ void append_kv_kernel(__grid_constant__ DecodeParams const params) {
   constexpr int kVec = 16 / sizeof(Element);
@@ -50,18 +50,20 @@ __global__ void append_kv_kernel(__grid_constant__ DecodeParams const params) {
   auto row_copy = [&](void const* src_base, int64_t src_offset, int64_t src_head_stride, void* dst_base,
                       int64_t dst_offset, int64_t dst_head_stride) {
     // (heads_kv, head_dim / kVec) 16-byte vectors of one row, source and destination.
-    Tensor src = make_tensor(make_gmem_ptr(reinterpret_cast<uint128_t const*>(static_cast<Element const*>(src_base) + src_offset)),
-                             make_shape(params.heads_kv, vecs_per_head), make_stride(src_head_stride / kVec, _1{}));
-    Tensor dst = make_tensor(make_gmem_ptr(reinterpret_cast<uint128_t*>(static_cast<Element*>(dst_base) + dst_offset)),
-                             make_shape(params.heads_kv, vecs_per_head), make_stride(dst_head_stride / kVec, _1{}));
+    auto const* src_row = reinterpret_cast<uint128_t const*>(static_cast<Element const*>(src_base) + src_offset);
+    auto* dst_row = reinterpret_cast<uint128_t*>(static_cast<Element*>(dst_base) + dst_offset);
+    Tensor src = make_tensor(make_gmem_ptr(src_row), make_shape(params.heads_kv, vecs_per_head),
+                             make_stride(src_head_stride / kVec, _1{}));
+    Tensor dst = make_tensor(make_gmem_ptr(dst_row), make_shape(params.heads_kv, vecs_per_head),
+                             make_stride(dst_head_stride / kVec, _1{}));
     for (int v = threadIdx.x; v < size(src); v += blockDim.x) { dst(v) = src(v); }
   };
   row_copy(params.k_new_ptr, b * params.k_new_batch_stride + i * params.k_new_row_stride, params.k_new_head_stride,
-           const_cast<void*>(params.k_ptr), cache_row_offset(params, b, key, params.k_batch_stride, params.k_row_stride),
-           params.k_head_stride);
+           const_cast<void*>(params.k_ptr),
+           cache_row_offset(params, b, key, params.k_batch_stride, params.k_row_stride), params.k_head_stride);
   row_copy(params.v_new_ptr, b * params.v_new_batch_stride + i * params.v_new_row_stride, params.v_new_head_stride,
-           const_cast<void*>(params.v_ptr), cache_row_offset(params, b, key, params.v_batch_stride, params.v_row_stride),
-           params.v_head_stride);
+           const_cast<void*>(params.v_ptr),
+           cache_row_offset(params, b, key, params.v_batch_stride, params.v_row_stride), params.v_head_stride);
 }
 
 // Decode CTAs resident per SM, which the split count plans for: the tiles' 40-96 KiB of shared memory allow two on
@@ -70,7 +72,8 @@ constexpr int kDecodeCtasPerSm = 2;
 
 // Grid (Q blocks x num_splits, heads_q / pack_group, batch).
 template <class Traits, bool kCausal, bool kPaged>
-__global__ void __launch_bounds__(Traits::kNThreads, kDecodeCtasPerSm) split_kv_kernel(__grid_constant__ DecodeParams const params) {
+__global__ void __launch_bounds__(Traits::kNThreads, kDecodeCtasPerSm)
+    split_kv_kernel(__grid_constant__ DecodeParams const params) {
   using Element = typename Traits::Element;
   using TileShape_MNK = typename Traits::TileShape_MNK;
   using Mainloop = sm80::Mainloop<Traits, kCausal, /*kLoadKEarly=*/true>;
@@ -167,7 +170,9 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_kernel(__grid_cons
 
   float lse_max = -INFINITY;
   for (int s = lane; s < params.num_splits; s += 32) { lse_max = fmaxf(lse_max, gLSEaccum(s)); }
-  for (int offset = 16; offset > 0; offset /= 2) { lse_max = fmaxf(lse_max, __shfl_xor_sync(0xffffffff, lse_max, offset)); }
+  for (int offset = 16; offset > 0; offset /= 2) {
+    lse_max = fmaxf(lse_max, __shfl_xor_sync(0xffffffff, lse_max, offset));
+  }
   float sum = 0.f;
   if (lse_max != -INFINITY) {
     for (int s = lane; s < params.num_splits; s += 32) { sum += __expf(gLSEaccum(s) - lse_max); }

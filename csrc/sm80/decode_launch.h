@@ -22,7 +22,7 @@ constexpr int kMaxSplits = 128;
 // nothing), among counts that change the blocks per split.
 inline int choose_num_splits(int64_t ctas, int n_blocks, int num_sms, int ctas_per_sm) {
   int64_t const slots = int64_t(ctas_per_sm) * num_sms;
-  if (n_blocks <= 1 || ctas * 5 >= slots * 4) { return 1; }
+  if (ctas <= 0 || n_blocks <= 1 || ctas * 5 >= slots * 4) { return 1; }
   int const max_splits = int(std::min<int64_t>({kMaxSplits, slots, n_blocks}));
   auto blocks_per_split = [&](int s) { return (n_blocks + s - 1) / s; };
   auto distinct = [&](int s) { return s == 1 || blocks_per_split(s) != blocks_per_split(s - 1); };
@@ -43,7 +43,8 @@ inline int choose_num_splits(int64_t ctas, int n_blocks, int num_sms, int ctas_p
 template <class Traits, bool kCausal, bool kPaged>
 void launch_split_kv(DecodeParams const& params, cudaStream_t stream) {
   auto kernel = &split_kv_kernel<Traits, kCausal, kPaged>;
-  constexpr int kSmemBytes = Traits::kSmemBytes + (kPaged ? PagedKV<Traits::kBlockN, Traits::kNThreads>::kSmemBytes : 0);
+  using Paged = PagedKV<Traits::kBlockN, Traits::kNThreads>;
+  constexpr int kSmemBytes = Traits::kSmemBytes + (kPaged ? Paged::kSmemBytes : 0);
   if constexpr (kSmemBytes >= 48 * 1024) {
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   }
@@ -69,13 +70,16 @@ struct DecodeKernel {
     if (params.k_new_ptr != nullptr && params.seqlen_new > 0) {
       append_kv_kernel<Element><<<dim3(params.seqlen_new, params.batch), 128, 0, stream>>>(params);
     }
+    int64_t const rows = int64_t(params.batch) * params.heads_q * params.seqlen_q;
+    if (rows == 0) { return; }  // an append without queries
     bool const paged = params.block_table != nullptr;
     if (params.causal) {
-      paged ? launch_split_kv<Traits, true, true>(params, stream) : launch_split_kv<Traits, true, false>(params, stream);
+      paged ? launch_split_kv<Traits, true, true>(params, stream)
+            : launch_split_kv<Traits, true, false>(params, stream);
     } else {
-      paged ? launch_split_kv<Traits, false, true>(params, stream) : launch_split_kv<Traits, false, false>(params, stream);
+      paged ? launch_split_kv<Traits, false, true>(params, stream)
+            : launch_split_kv<Traits, false, false>(params, stream);
     }
-    int64_t const rows = int64_t(params.batch) * params.heads_q * params.seqlen_q;
     combine_kernel<Element, kHeadDim>
         <<<unsigned((rows + kCombineWarps - 1) / kCombineWarps), kCombineWarps * 32, 0, stream>>>(params);
   }
