@@ -454,7 +454,8 @@ std::tuple<at::Tensor, at::Tensor> run_decode(char const* op, QKVShape const& s,
 
   DecodeParams params{};
   fill_attn_params(params, s, q, k, v, out, lse, scale, causal, causal_top_left, device.num_sms);
-  params.pack_group = int(s.heads_q / std::max<int64_t>(s.heads_kv, 1));  // the query heads of a K/V head
+  // The query heads of a K/V head (1 also where there are none: an append without queries).
+  params.pack_group = int(std::max<int64_t>(s.heads_q / s.heads_kv, 1));
 
   at::Tensor seqlens_k_new;
   if (cache != nullptr) {
