@@ -8,7 +8,9 @@
 // waiting for V(n), so two blocks are in flight for a while:
 //   wait K(n) | issue V(n) | S = Q.K(n)^T, mask | issue K(n-1) | wait V(n) | softmax | O += P.V(n)
 // Loads are predicated cp.async; the gemms' shared-memory -> register (ldmatrix) copies run one k-slice ahead of
-// the mma.sync.
+// the mma.sync. Where Q rows and K/V blocks live in global memory is the caller's policy (gemm.h): a head's rows or
+// grouped query heads; contiguous or paged K/V, whose page lookups for block n-1 are fetched before S(n) and
+// published to shared memory after it.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -56,16 +58,15 @@ struct Mainloop {
                                 kSoftmaxParts>;
 
   // gQ: (BLK_M, D) Q block as q reads it (gemm.h QueryRows or GroupedQueryRows); gK, gV: the K/V blocks as kv
-  // reads them (gemm.h ContiguousKV: (BLK_N, D, n); PagedKV: (BLK_N, D), block 0); sQ, sK, sV: their shared-memory
-  // buffers. Accumulates the unnormalised O of the Q block over the K/V blocks of range into acc_o (MMA, MMA_M,
-  // MMA_D) and its statistics into softmax.
+  // reads them (gemm.h ContiguousKV: (BLK_N, D, n); PagedKV: (BLK_N, D), block 0; taken by value, as PagedKV holds
+  // the page lookups it fetched); sQ, sK, sV: their shared-memory buffers. Accumulates the unnormalised O of the Q
+  // block over the K/V blocks of range into acc_o (MMA, MMA_M, MMA_D) and its statistics into softmax.
   template <class TensorGQ, class Q, class TensorGKV, class KV, class TensorSQ, class TensorSKV, class TensorO,
             class Seq>
   __device__ __forceinline__ static void mma(TensorGQ const& gQ, Q const& q, TensorGKV const& gK, TensorGKV const& gV,
-                                             KV kv,
-                             TensorSQ& sQ, TensorSKV& sK, TensorSKV& sV, TensorO& acc_o, Softmax& softmax,
-                             AttnParams const& params, Seq const& seq, int m_block, KVBlockRange const& range,
-                             int tidx) {
+                                             KV kv, TensorSQ& sQ, TensorSKV& sK, TensorSKV& sV, TensorO& acc_o,
+                                             Softmax& softmax, AttnParams const& params, Seq const& seq, int m_block,
+                                             KVBlockRange const& range, int tidx) {
     Tensor sVt = make_tensor(sV.data(), typename Traits::SmemLayoutVt{});
     Tensor sVtNoSwizzle = make_tensor(sV.data().get(), typename Traits::SmemLayoutVtNoSwizzle{});
 
