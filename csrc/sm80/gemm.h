@@ -26,6 +26,25 @@ __device__ inline void load_tile(TiledCopy const& tiled_copy, TensorG const& tXg
   }
 }
 
+// load_tile for rows that are not one strided tensor: row r of the tile is read row_offset(r) elements away from
+// where tXgX puts it (asked only for rows below row_end).
+template <bool kCheckRows, class TiledCopy, class TensorG, class TensorS, class TensorC, class RowOffset>
+__device__ inline void load_tile_rows(TiledCopy const& tiled_copy, TensorG const& tXgX, TensorS& tXsX,
+                                      TensorC const& tXcX, int row_end, int col_end, RowOffset const& row_offset) {
+  CUTE_UNROLL
+  for (int m = 0; m < size<1>(tXgX); ++m) {
+    int const row = get<0>(tXcX(0, m, 0));
+    bool const row_ok = !kCheckRows || row < row_end;
+    int64_t const offset = row_ok ? row_offset(row) : 0;
+    CUTE_UNROLL
+    for (int k = 0; k < size<2>(tXgX); ++k) {
+      bool const ok = row_ok && get<1>(tXcX(0, m, k)) < col_end;
+      Tensor src = make_tensor(tXgX(_, m, k).data() + offset, tXgX(_, m, k).layout());
+      copy(tiled_copy.with(ok), src, tXsX(_, m, k));
+    }
+  }
+}
+
 // Where the forward mainloop's Q rows come from. Query rows: the Q block is rows of one query head; tXgX is the
 // thread's (CPY, CPY_M, CPY_D) partition of it.
 struct QueryRows {
@@ -51,18 +70,10 @@ struct GroupedQueryRows {
   template <class TiledCopy, class TensorG, class TensorS, class TensorC>
   __device__ void load(TiledCopy const& tiled_copy, TensorG const& tXgX, TensorS& tXsX, TensorC const& tXcX,
                        int row_end, int col_end) const {
-    CUTE_UNROLL
-    for (int m = 0; m < size<1>(tXgX); ++m) {
-      int const row = get<0>(tXcX(0, m, 0));
+    load_tile_rows<true>(tiled_copy, tXgX, tXsX, tXcX, row_end, col_end, [&](int row) {
       int const r = row0 + row;
-      int64_t const offset = (r / group_size) * row_stride + (r % group_size) * head_stride;
-      CUTE_UNROLL
-      for (int k = 0; k < size<2>(tXgX); ++k) {
-        bool const ok = row < row_end && get<1>(tXcX(0, m, k)) < col_end;
-        Tensor src = make_tensor(tXgX(_, m, k).data() + offset, tXgX(_, m, k).layout());
-        copy(tiled_copy.with(ok), src, tXsX(_, m, k));
-      }
-    }
+      return (r / group_size) * row_stride + (r % group_size) * head_stride;
+    });
   }
 };
 
@@ -128,19 +139,10 @@ struct PagedKV {
   __device__ void load(TiledCopy const& tiled_copy, TensorG const& tXgX, int n_block, TensorS& tXsX,
                        TensorC const& tXcX, int row_end, int col_end, int64_t page_stride, int64_t row_stride) const {
     int2 const* buffer = pages + (n_block % 2) * kBlockN;
-    CUTE_UNROLL
-    for (int m = 0; m < size<1>(tXgX); ++m) {
-      int const row = get<0>(tXcX(0, m, 0));
-      bool const row_ok = !kCheckRows || row < row_end;
+    load_tile_rows<kCheckRows>(tiled_copy, tXgX, tXsX, tXcX, row_end, col_end, [&](int row) {
       int2 const page = buffer[row];
-      int64_t const offset = page.x * page_stride + int64_t(page.y - row) * row_stride;
-      CUTE_UNROLL
-      for (int k = 0; k < size<2>(tXgX); ++k) {
-        bool const ok = row_ok && get<1>(tXcX(0, m, k)) < col_end;
-        Tensor src = make_tensor(tXgX(_, m, k).data() + offset, tXgX(_, m, k).layout());
-        copy(tiled_copy.with(ok), src, tXsX(_, m, k));
-      }
-    }
+      return page.x * page_stride + int64_t(page.y - row) * row_stride;
+    });
   }
 };
 
