@@ -301,6 +301,9 @@ def test_identify_ignores_other_functions():
     assert ptxas.identify("_Z17some_other_kernelPf") is None
     assert ptxas.identify(SM80_BF16_128.format(causal=1, varlen=0))[1:] == ("bf16", True)
     assert ptxas.identify(SM80_BF16_128.format(causal=1, varlen=1)) is None  # packed batches: no figures
+    decode = ("_ZN9flashcute4sm8015split_kv_kernelINS0_12KernelTraitsIN7cutlass10bfloat16_tELi128ELi64ELi128ELi4ELi4"
+              "ELi4EEELb0ELb0EEEvNS_12DecodeParamsE")
+    assert ptxas.identify(decode) is None  # the decode kernel's traits look like the forward's
 
 
 # ------------------------------------------------------------------------------------------------ every picture

@@ -126,6 +126,8 @@ def identify(mangled):
     if "bwd" in mangled:  # the backward's kernels have no figures here yet (ROWS)
         return None
     arch = re.match(r"_ZN9flashcute4(sm\d\d)", mangled)  # "4": the namespace is 4 letters
+    if arch is not None and arch.group(1) == "sm80" and "10fwd_kernel" not in mangled:
+        return None  # the decode kernels (split_kv_kernel over the same traits, combine, append) have none either
     dtype = next((d for spelled, d in _DTYPES.items() if f"7cutlass{spelled}" in mangled), None)
     literals = re.findall(r"L([ib])(\d+)E", mangled)
     ints = [int(v) for kind, v in literals if kind == "i"]
