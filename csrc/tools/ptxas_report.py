@@ -33,8 +33,8 @@ UNITS = ROOT / "csrc" / "instantiations"
 
 
 def compiles(names):
-    """(unit file, target) of every compile: each instantiation (those named, or every forward one) for the target of each
-    device its arch runs on."""
+    """(unit file, target) of every compile: each instantiation (those named, or every forward one) for the target
+    of each device its arch runs on."""
     units = [u for u in kernel_table.translation_units()
              if kernel_table.unit_filename(*u) in names or (not names and u[0] == "fwd")]
     return [(UNITS / kernel_table.unit_filename(*u), device.target) for u in units for device in DEVICES[u[1]]]
