@@ -28,8 +28,7 @@ using DecodeSeqInfo = SeqInfoOf<false, true>;
 __device__ inline int64_t cache_row_offset(DecodeParams const& p, int b, int key, int64_t batch_stride,
                                            int64_t row_stride) {
   if (p.block_table == nullptr) { return b * batch_stride + key * row_stride; }
-  int page = p.block_table[b * p.block_table_batch_stride + key / p.page_size];
-  page = page < 0 ? 0 : page < p.num_pages ? page : p.num_pages - 1;
+  int const page = clamp_page(p.block_table[b * p.block_table_batch_stride + key / p.page_size], p.num_pages);
   return page * batch_stride + int64_t(key % p.page_size) * row_stride;
 }
 

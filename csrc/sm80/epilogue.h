@@ -65,17 +65,7 @@ struct Epilogue {
   __device__ static void store(TensorAcc const& acc_o, TensorLse const& lse, TensorGO& gO, TensorGLse& gLSE,
                                TensorSO& sO, int row_end, int head_dim, int tidx) {
     typename Traits::TiledMma tiled_mma;
-    auto thr_mma = tiled_mma.get_thread_slice(tidx);
-
-    // LSE: the quad's first thread (column 0 of the row) owns each row's value.
-    Tensor taccOcO = make_rowcol(thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{})));
-    if (get<1>(taccOcO(0, 0)) == 0) {
-      CUTE_UNROLL
-      for (int mi = 0; mi < size(lse); ++mi) {
-        int const row = get<0>(taccOcO(mi, 0));
-        if (row < row_end) { gLSE(row) = lse(mi); }
-      }
-    }
+    store_lse(lse, gLSE, row_end, tidx);
     // sO aliases sQ, whose last reader (the final S gemm) every warp has passed.
     store_through_smem<typename Traits::SmemCopyAtomO, typename Traits::GmemTiledCopyO>(tiled_mma, acc_o, sO, gO,
                                                                                          row_end, head_dim, tidx);
@@ -95,12 +85,20 @@ struct Epilogue {
     for (int i = 0; i < size(acc_o); ++i) {
       if (get<0>(tOcO(i)) < row_end) { tOgO(i) = acc_o(i); }
     }
-    Tensor taccOcO = make_rowcol(tOcO);
+    store_lse(lse, gLSEaccum, row_end, tidx);
+  }
+
+  // The LSE of each accumulator row below row_end: the quad's first thread (column 0 of the row) owns its value.
+  template <class TensorLse, class TensorGLse>
+  __device__ static void store_lse(TensorLse const& lse, TensorGLse& gLSE, int row_end, int tidx) {
+    typename Traits::TiledMma tiled_mma;
+    auto thr_mma = tiled_mma.get_thread_slice(tidx);
+    Tensor taccOcO = make_rowcol(thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{})));
     if (get<1>(taccOcO(0, 0)) == 0) {
       CUTE_UNROLL
       for (int mi = 0; mi < size(lse); ++mi) {
         int const row = get<0>(taccOcO(mi, 0));
-        if (row < row_end) { gLSEaccum(row) = lse(mi); }
+        if (row < row_end) { gLSE(row) = lse(mi); }
       }
     }
   }

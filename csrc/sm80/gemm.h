@@ -92,6 +92,12 @@ struct ContiguousKV {
   }
 };
 
+// A block-table entry clamped into the cache's pages: entries cannot be checked without a host synchronisation,
+// and a wrong one must not move an access outside the cache.
+__device__ inline int clamp_page(int page, int num_pages) {
+  return page < 0 ? 0 : page < num_pages ? page : num_pages - 1;
+}
+
 // Paged: key j lives at row j % page_size of page block_table[j / page_size] (common/params.h DecodeParams);
 // tXgX is the thread's (CPY, CPY_N, CPY_D) partition of block 0 of the head as if its rows were contiguous.
 // The CTA looks up block n's pages a step before the copies that need them (K(n), then V(n)): fetch(n) reads the
@@ -122,10 +128,8 @@ struct PagedKV {
     CUTE_UNROLL
     for (int i = 0; i < kRowsPerThread; ++i) {
       int const row = tidx + i * kNThreads;
-      int const page = fetched[i].x;
       if (row < kBlockN) {
-        pages[(n_block % 2) * kBlockN + row] = make_int2(page < 0 ? 0 : page < num_pages ? page : num_pages - 1,
-                                                         fetched[i].y);
+        pages[(n_block % 2) * kBlockN + row] = make_int2(clamp_page(fetched[i].x, num_pages), fetched[i].y);
       }
     }
   }
