@@ -94,14 +94,15 @@ def compare_tokens(tokens, ref_tokens, ref_scores):
 
 
 def run_batch(models, args, batch):
-    prompt = torch.randint(0, args.vocab, (batch, args.prompt_len), device=args.device)
+    # Token 0 is the pad token: the prompt avoids it, so generate() sees no padding and passes no mask.
+    prompt = torch.randint(1, args.vocab, (batch, args.prompt_len), device=args.device)
     generate = dict(max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, do_sample=False, pad_token_id=0,
                     output_scores=True, return_dict_in_generate=True)
     print(f"\nbatch {batch}, prompt {args.prompt_len}, {args.new_tokens} new tokens")
     results = {}
     with torch.no_grad():
         for name, model in models.items():
-            logits, prefill_s = timed(lambda: model(prompt).logits[:, -1], args.device)
+            logits, prefill_s = timed(lambda: model(prompt, logits_to_keep=1).logits[:, -1], args.device)
             out, generate_s = timed(lambda: model.generate(prompt, **generate), args.device)
             results[name] = (logits, out.sequences[:, args.prompt_len:], out.scores, prefill_s, generate_s)
 
