@@ -79,15 +79,16 @@ struct GroupedQueryRows {
 
 // Where the forward mainloop's K/V blocks come from. Contiguous: block n is rows [n * kBlockN, (n + 1) * kBlockN)
 // of the (batch, head)'s K (V); tXgX is the thread's (CPY, CPY_N, CPY_D, n) partition of those blocks.
+enum class KVOperand { K, V };
+
 struct ContiguousKV {
   __device__ void prefetch_first(int /*n_block*/, int /*row_end*/) {}
   __device__ void fetch(int /*n_block*/) {}
   __device__ void publish(int /*n_block*/) {}
 
-  template <bool kCheckRows, class TiledCopy, class TensorG, class TensorS, class TensorC>
+  template <KVOperand, bool kCheckRows, class TiledCopy, class TensorG, class TensorS, class TensorC>
   __device__ void load(TiledCopy const& tiled_copy, TensorG const& tXgX, int n_block, TensorS& tXsX,
-                       TensorC const& tXcX, int row_end, int col_end, int64_t /*page_stride*/,
-                       int64_t /*row_stride*/) const {
+                       TensorC const& tXcX, int row_end, int col_end) const {
     load_tile<kCheckRows>(tiled_copy, tXgX(_, _, _, n_block), tXsX, tXcX, row_end, col_end);
   }
 };
@@ -101,19 +102,21 @@ __device__ inline int clamp_page(int page, int num_pages) {
 // Paged: key j lives at row j % page_size of page block_table[j / page_size] (common/params.h DecodeParams);
 // tXgX is the thread's (CPY, CPY_N, CPY_D) partition of block 0 of the head as if its rows were contiguous.
 // The CTA looks up block n's pages a step before the copies that need them (K(n), then V(n)): fetch(n) reads the
-// table (each thread kBlockN / kNThreads rows) into registers before a gemm, publish(n) writes them after it to
-// shared memory (two buffers, block n in buffer n % 2), so the table's latency hides under the gemm. The
-// mainloop's barriers order the writes before the copies that read them.
+// table (each thread kBlockN / kNThreads rows) into registers before a gemm, publish(n) turns them into each row's
+// K and V offsets in shared memory after it (two buffers, block n in buffer n % 2), so the table's latency hides
+// under the gemm and a copy adds one offset per row. The mainloop's barriers order the writes before the copies
+// that read them.
 template <int kBlockN, int kNThreads>
 struct PagedKV {
   static_assert(kBlockN % kNThreads == 0 || kNThreads % kBlockN == 0);
   static constexpr int kRowsPerThread = (kBlockN + kNThreads - 1) / kNThreads;
-  static constexpr int kSmemBytes = 2 * kBlockN * sizeof(int2);
+  static constexpr int kSmemBytes = 2 * 2 * kBlockN * sizeof(int64_t);
   int const* block_table;  // this sequence's row of the table
   int page_size, num_pages;
-  int2* pages;  // shared, 2 x kBlockN: (page, row in the page) of each row of a block
+  int64_t k_page_stride, k_row_stride, v_page_stride, v_row_stride;
+  int64_t* offsets;  // shared, (kBlockN, K/V, buffer): where each row of a block is, relative to block 0's row
   int tidx;
-  int2 fetched[kRowsPerThread];  // of rows tidx + i * kNThreads of the block fetched last
+  int2 fetched[kRowsPerThread];  // (page, row in the page) of rows tidx + i * kNThreads of the block fetched last
 
   __device__ void fetch(int n_block, int row_end = kBlockN) {
     CUTE_UNROLL
@@ -125,11 +128,15 @@ struct PagedKV {
     }
   }
   __device__ void publish(int n_block) {
+    int64_t* buffer = offsets + (n_block % 2) * 2 * kBlockN;
     CUTE_UNROLL
     for (int i = 0; i < kRowsPerThread; ++i) {
       int const row = tidx + i * kNThreads;
       if (row < kBlockN) {
-        pages[(n_block % 2) * kBlockN + row] = make_int2(clamp_page(fetched[i].x, num_pages), fetched[i].y);
+        int64_t const page = clamp_page(fetched[i].x, num_pages);
+        int64_t const shift = fetched[i].y - row;
+        buffer[row] = page * k_page_stride + shift * k_row_stride;
+        buffer[kBlockN + row] = page * v_page_stride + shift * v_row_stride;
       }
     }
   }
@@ -139,14 +146,11 @@ struct PagedKV {
     __syncthreads();
   }
 
-  template <bool kCheckRows, class TiledCopy, class TensorG, class TensorS, class TensorC>
+  template <KVOperand kOperand, bool kCheckRows, class TiledCopy, class TensorG, class TensorS, class TensorC>
   __device__ void load(TiledCopy const& tiled_copy, TensorG const& tXgX, int n_block, TensorS& tXsX,
-                       TensorC const& tXcX, int row_end, int col_end, int64_t page_stride, int64_t row_stride) const {
-    int2 const* buffer = pages + (n_block % 2) * kBlockN;
-    load_tile_rows<kCheckRows>(tiled_copy, tXgX, tXsX, tXcX, row_end, col_end, [&](int row) {
-      int2 const page = buffer[row];
-      return page.x * page_stride + int64_t(page.y - row) * row_stride;
-    });
+                       TensorC const& tXcX, int row_end, int col_end) const {
+    int64_t const* buffer = offsets + ((n_block % 2) * 2 + (kOperand == KVOperand::V)) * kBlockN;
+    load_tile_rows<kCheckRows>(tiled_copy, tXgX, tXsX, tXcX, row_end, col_end, [&](int row) { return buffer[row]; });
   }
 };
 
