@@ -165,16 +165,17 @@ def _packed_sequence_ids(mask_function):
     """The (batch, seqlen) sequence ids of packed sequences when `mask_function` is transformers' causal mask
     over packed sequences (`create_causal_mask` builds it from `position_ids` that restart), else None.
 
-    It is recognised by its structure: and_masks(remap_positions_for_packed_sequence(causal_mask_function, ...),
-    packed_sequence_mask_function(ids)); anything else, or a transformers that builds it differently, gives None
-    (and the SDPA mask)."""
+    It is recognised by its structure: and_masks(causal, packed_sequence_mask_function(ids)), where causal is
+    causal_mask_function (transformers 5.17) or remap_positions_for_packed_sequence(causal_mask_function, ...)
+    (5.2x); anything else gives None (and the SDPA mask)."""
     from transformers.masking_utils import causal_mask_function
 
     parts = _closure(mask_function, "and_masks", "mask_functions")
     if not isinstance(parts, tuple) or len(parts) != 2:
         return None
-    remapped, packed = parts
-    if _closure(remapped, "remap_positions_for_packed_sequence", "mask_function") is not causal_mask_function:
+    causal, packed = parts
+    if causal is not causal_mask_function and (
+            _closure(causal, "remap_positions_for_packed_sequence", "mask_function") is not causal_mask_function):
         return None
     ids = _closure(packed, "packed_sequence_mask_function", "packed_sequence_mask")
     return ids if isinstance(ids, torch.Tensor) and ids.dim() == 2 else None
