@@ -5,6 +5,9 @@ When flashcute can serve the call it runs `torch.ops.flashcute.fwd` on (b, s, h,
 inputs — no copies — with torch's top-left causal alignment, and returns the (b, h, s, d) view of the op's
 contiguous (b, s, h, d) output, as FlashAttention does. The call is differentiable (its backward runs
 `torch.ops.flashcute.bwd`, in its deterministic mode while torch.use_deterministic_algorithms(True) is on).
+Nested-jagged inputs (`torch.nested`, layout=torch.jagged, (b, h, j, d)) run the variable-length kernel on their
+packed values and come back nested with the query's offsets (torch's SDPA serves them without is_causal; here
+causal self-attention, where query and key share their offsets, is served too).
 Any other call goes to torch's own SDPA, with a warning, once per reason, that says why.
 """
 
@@ -24,7 +27,10 @@ _warned = set()
 
 def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     """torch.nn.functional.scaled_dot_product_attention, on flashcute's kernel where it can serve the call."""
+    nested = query.is_nested or key.is_nested or value.is_nested
     reason = unserved_reason(query, key, value, attn_mask, dropout_p, enable_gqa, scale)
+    if reason is None and nested:
+        reason = _nested_unserved_reason(query, key, value, is_causal)
     kernel = None
     if reason is None:
         kernel, reason = _kernel()
@@ -34,6 +40,8 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
             query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
             enable_gqa=enable_gqa,
         )
+    if nested:
+        return _nested_sdpa(query, key, value, is_causal, scale)
     # (h, s, d) is one batch of heads; unsqueeze is a view.
     batched = query.dim() == 4
     if not batched:
@@ -85,6 +93,34 @@ def unserved_reason(query, key, value, attn_mask=None, dropout_p=0.0, enable_gqa
     if any(t.device != query.device for t in tensors):
         return "the inputs are on different devices"
     return None
+
+
+def _nested_unserved_reason(query, key, value, is_causal):
+    """Why the variable-length kernel cannot serve these nested inputs, or None."""
+    if not (query.is_nested and key.is_nested and value.is_nested):
+        return "some inputs are nested tensors and some are not"
+    if any(t.layout != torch.jagged or t.dim() != 4 or t._ragged_idx != 2 for t in (query, key, value)):
+        return "nested inputs that are not (b, h, j, d) with layout=torch.jagged"
+    if is_causal and query.size(2) != key.size(2):
+        return ("is_causal with nested queries and keys of different lengths (torch's top-left alignment; "
+                "flashcute's variable-length kernel aligns bottom-right)")
+    return None
+
+
+def _nested_sdpa(query, key, value, is_causal, scale):
+    """The variable-length kernel on the (total, h, d) values of (b, h, j, d) nested-jagged inputs; the output
+    is nested with the query's offsets (so its ragged dimension is the query's)."""
+    from flashcute.interface import flash_attn_varlen_func
+
+    q, k, v = (t.transpose(1, 2) for t in (query, key, value))  # (b, j, h, d), values (total, h, d)
+    offsets_q, offsets_k = q.offsets(), k.offsets()
+    lengths_q, lengths_k = offsets_q.diff(), offsets_k.diff()
+    max_q = int(lengths_q.max()) if len(lengths_q) else 0  # read back: the kernel's grid needs it
+    max_k = max_q if offsets_k is offsets_q else int(lengths_k.max()) if len(lengths_k) else 0
+    out = flash_attn_varlen_func(q.values(), k.values(), v.values(), offsets_q.to(torch.int32),
+                                 offsets_k.to(torch.int32), max_q, max_k, softmax_scale=scale, causal=is_causal,
+                                 deterministic=torch.are_deterministic_algorithms_enabled())
+    return torch.nested.nested_tensor_from_jagged(out, offsets_q, max_seqlen=max_q).transpose(1, 2)
 
 
 def warn_fallback_once(what, reason):

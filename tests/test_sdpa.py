@@ -235,6 +235,99 @@ def test_glue_passes_torchs_deterministic_flag(stand_in_op):
     assert [call["deterministic"] for call in stand_in_op.calls] == [deterministic, True]
 
 
+# ---------------------------------------------------------------- nested-jagged inputs
+
+NESTED_LENGTHS = (3, 17, 1, 40)
+
+
+def nested_bhsd(lengths, heads, head_dim, dtype, device, generator, offsets_of=None):
+    """A (b, h, j, d) nested-jagged tensor of sequences of `lengths` (with the ragged structure of `offsets_of`,
+    a nested tensor, when given), as models make it: a (total, h * d) projection unflattened and transposed."""
+    values = torch.randn(sum(lengths), heads * head_dim, dtype=dtype, device=device, generator=generator)
+    if offsets_of is not None:
+        nested = torch.nested.nested_tensor_from_jagged(values, offsets_of.transpose(1, 2).offsets())
+    else:
+        nested = torch.nested.as_nested_tensor(list(values.split(list(lengths))), layout=torch.jagged)
+    return nested.unflatten(-1, (heads, head_dim)).transpose(1, 2)
+
+
+def per_sequence(query, key, value, **kwargs):
+    """torch SDPA on each sequence of nested inputs alone, as a list of (h, s, d) outputs."""
+    return [TORCH_SDPA(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), **kwargs)[0]
+            for q, k, v in zip(query.unbind(), key.unbind(), value.unbind())]
+
+
+def reference_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale=None,
+                     causal=False, deterministic=False):
+    """flash_attn_varlen_func's contract in float64, sequence by sequence (tests/reference.py)."""
+    assert max_seqlen_q == cu_seqlens_q.diff().max() and max_seqlen_k == cu_seqlens_k.diff().max()
+    rows = zip(cu_seqlens_q.tolist(), cu_seqlens_q[1:].tolist(), cu_seqlens_k.tolist(), cu_seqlens_k[1:].tolist())
+    return torch.cat([attention_ref(q[None, a:b], k[None, c:e], v[None, c:e], softmax_scale, causal)[0][0]
+                      for a, b, c, e in rows])
+
+
+@pytest.fixture
+def stand_in_varlen(monkeypatch):
+    interface = importlib.import_module("flashcute.interface")
+    monkeypatch.setattr(interface, "flash_attn_varlen_func", reference_varlen)
+    monkeypatch.setattr(sdpa_module, "_kernel", lambda: (reference_varlen, None))  # any kernel: "available"
+    monkeypatch.setattr(sdpa_module, "unserved_reason", lambda *args: None)
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("heads_q,heads_kv", [(4, 4), (4, 2)])
+def test_glue_nested_self_attention(stand_in_varlen, is_causal, heads_q, heads_kv):
+    """Nested-jagged self-attention: each sequence's output as torch SDPA gives it alone (causal included, which
+    torch's SDPA does not take for nested inputs), nested with the query's ragged dimension; gradients too."""
+    generator = torch.Generator().manual_seed(9)
+    q = nested_bhsd(NESTED_LENGTHS, heads_q, 32, torch.float64, "cpu", generator).requires_grad_()
+    k, v = (nested_bhsd(NESTED_LENGTHS, heads_kv, 32, torch.float64, "cpu", generator, offsets_of=q)
+            .requires_grad_() for _ in range(2))
+    kwargs = dict(is_causal=is_causal, enable_gqa=heads_q != heads_kv)
+    out = sdpa(q, k, v, **kwargs)
+    assert out.is_nested and out.shape == q.shape
+    for got, expected in zip(out.unbind(), per_sequence(q, k, v, **kwargs)):
+        torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-10)
+    packed = out.transpose(1, 2).values()  # (total, h, d)
+    dout = torch.randn_like(packed)
+    grads = torch.autograd.grad(packed, (q, k, v), dout)
+    expected_out = torch.cat([o.transpose(0, 1) for o in per_sequence(q, k, v, **kwargs)])
+    expected_grads = torch.autograd.grad(expected_out, (q, k, v), dout)
+    for grad, expected in zip(grads, expected_grads):
+        torch.testing.assert_close(grad.transpose(1, 2).values(), expected.transpose(1, 2).values(), rtol=1e-10,
+                                   atol=1e-10)
+
+
+def test_glue_nested_cross_attention(stand_in_varlen):
+    generator = torch.Generator().manual_seed(10)
+    q = nested_bhsd(NESTED_LENGTHS, 4, 32, torch.float64, "cpu", generator)
+    k = nested_bhsd((9, 2, 30, 5), 4, 32, torch.float64, "cpu", generator)
+    v = nested_bhsd((9, 2, 30, 5), 4, 32, torch.float64, "cpu", generator, offsets_of=k)
+    out = sdpa(q, k, v, scale=0.3)
+    assert out.shape == q.shape
+    expected = TORCH_SDPA(q, k, v, scale=0.3)
+    torch.testing.assert_close(out.transpose(1, 2).values(), expected.transpose(1, 2).values(), rtol=1e-10,
+                               atol=1e-10)
+
+
+def test_nested_fallbacks():
+    """float32 nested inputs: torch's result with the dtype reason; nested and dense inputs mixed, and causal
+    cross-attention (torch's top-left): torch's own outcome with the reason."""
+    generator = torch.Generator().manual_seed(11)
+    q = nested_bhsd(NESTED_LENGTHS, 4, 32, torch.float32, "cpu", generator)
+    expected, got, fallbacks = call_both((q, q, q), {})
+    torch.testing.assert_close(got.transpose(1, 2).values(), expected.transpose(1, 2).values())
+    assert fallbacks == [f"{sdpa_module.FALLBACK}: dtype torch.float32 (flashcute serves float16 and bfloat16)"]
+
+    sdpa_module._warned.clear()
+    half = nested_bhsd(NESTED_LENGTHS, 4, 32, torch.float16, "cpu", generator)
+    assert sdpa_module._nested_unserved_reason(half, half, half, True) is None
+    dense = random_bhsd(4, 4, 8, 32, torch.float16, "cpu", generator)
+    assert "some inputs are nested" in sdpa_module._nested_unserved_reason(half, dense, dense, False)
+    other = nested_bhsd((9, 2, 30, 5), 4, 32, torch.float16, "cpu", generator)
+    assert "different lengths" in sdpa_module._nested_unserved_reason(half, other, other, True)
+
+
 # ---------------------------------------------------------------- GPU: the kernel
 
 
@@ -365,3 +458,37 @@ def test_cpu_and_cuda_mixed_falls_back_to_torchs_error(library):
     assert_same_outcome(expected, got)
     assert len(fallbacks) == 1 and "not all CUDA" in fallbacks[0]
 
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("heads_q,heads_kv", [(8, 8), (8, 2)])
+def test_nested_self_attention_on_gpu(library, monkeypatch, dtype, is_causal, heads_q, heads_kv):
+    """Nested-jagged inputs of lengths 1, 17, 1000, 4097 and 300 on the variable-length kernel (no fallback):
+    each sequence and its gradients within 2x the error of torch's own attention in the same precision against
+    a float64 reference."""
+    generator = torch.Generator(device="cuda").manual_seed(12)
+    lengths = (1, 17, 1000, 4097, 300)
+    q = nested_bhsd(lengths, heads_q, 128, dtype, "cuda", generator).requires_grad_()
+    k, v = (nested_bhsd(lengths, heads_kv, 128, dtype, "cuda", generator, offsets_of=q).requires_grad_()
+            for _ in range(2))
+    kwargs = dict(is_causal=is_causal, enable_gqa=heads_q != heads_kv)
+    out = served(monkeypatch, q, k, v, **kwargs)
+    assert out.is_nested and out.shape == q.shape and out.dtype == dtype
+    packed = out.transpose(1, 2).values()  # (total, h, d)
+    dout = torch.randn_like(packed)
+    grads = [g.transpose(1, 2).values() for g in torch.autograd.grad(packed, (q, k, v), dout)]
+    start = 0
+    for index, length in enumerate(lengths):
+        rows = slice(start, start + length)
+        start += length
+        one = [t.transpose(1, 2)[index].unsqueeze(0).detach() for t in (q, k, v)]  # (1, s, h, d)
+        d_one = dout[rows].unsqueeze(0)
+        ref = attention_ref(*one, None, is_causal)[0]
+        low = attention_ref(*one, None, is_causal, upcast=False)[0]
+        assert (packed[rows].double() - ref[0]).abs().max() <= 2 * (low.double() - ref).abs().max() + 1e-4
+        ref_grads = attention_grads_ref(*one, d_one, None, is_causal)
+        low_grads = attention_grads_ref(*one, d_one, None, is_causal, upcast=False)
+        for grad, ref_grad, low_grad in zip(grads, ref_grads, low_grads):
+            torch_error = (low_grad.double() - ref_grad).abs().max().item()
+            assert (grad[rows].double() - ref_grad[0]).abs().max().item() <= 2 * torch_error + 1e-4
