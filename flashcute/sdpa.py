@@ -17,6 +17,8 @@ import warnings
 import torch
 import torch.nn.functional as F
 
+from flashcute._build import FlashcuteUnavailable, load_library
+
 SERVED_DTYPES = (torch.float16, torch.bfloat16)
 MAX_HEAD_DIM = 256
 
@@ -46,11 +48,9 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
     batched = query.dim() == 4
     if not batched:
         query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
-    out, _ = kernel(
-        query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
-        softmax_scale=scale, causal=is_causal, causal_top_left=True,
-        deterministic=torch.are_deterministic_algorithms_enabled(),
-    )
+    # Positional, as flash_attn_func calls the op: a decoding step's call is bound by host time.
+    out, _ = kernel(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), scale, is_causal, True,
+                    "auto", torch.are_deterministic_algorithms_enabled())
     out = out.transpose(1, 2)
     return out if batched else out.squeeze(0)
 
@@ -135,11 +135,8 @@ def _kernel():
     """(torch.ops.flashcute.fwd, None) once the extension is loaded (built on first use), else (None, why).
     Keeps no state of its own: state first set while torch.compile traces a call would fail the guards of the
     next call and recompile (flashcute._build caches the loaded extension)."""
-    from flashcute._build import FlashcuteUnavailable
-    from flashcute.interface import load_extension
-
     try:
-        load_extension()
+        load_library()
     except FlashcuteUnavailable as error:
         return None, f"flashcute's kernels are unavailable here: {error}"
     return torch.ops.flashcute.fwd, None
