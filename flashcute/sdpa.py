@@ -48,9 +48,11 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
     batched = query.dim() == 4
     if not batched:
         query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
-    # Positional, as flash_attn_func calls the op: a decoding step's call is bound by host time.
-    out, _ = kernel(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), scale, is_causal, True,
-                    "auto", torch.are_deterministic_algorithms_enabled())
+    out, _ = kernel(
+        query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
+        softmax_scale=scale, causal=is_causal, causal_top_left=True,
+        deterministic=torch.are_deterministic_algorithms_enabled(),
+    )
     out = out.transpose(1, 2)
     return out if batched else out.squeeze(0)
 
