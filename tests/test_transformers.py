@@ -159,6 +159,25 @@ def test_packed_sequences_fall_back_to_exactly_sdpa():
         assert torch.equal(logits, reference(ids, position_ids=positions, use_cache=False).logits)
 
 
+@pytest.mark.parametrize("given", ["position_ids", "cu_seq_lens"])
+def test_packed_sequences_fall_back_with_their_sequences(given):
+    """Packed sequences that only the attention function sees (a cache is in use, so transformers' mask is plain
+    causal): on the CPU they fall back to SDPA with a mask of their own, giving each sequence's logits alone."""
+    reference, flash = model_pair("cpu", torch.float32)
+    ids, positions, cu = packed_batch("cpu")
+    kwargs = dict(position_ids=positions)
+    if given == "cu_seq_lens":
+        kwargs.update(cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=max(PACKED_LENGTHS),
+                      max_length_k=max(PACKED_LENGTHS))
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        logits = flash(ids, **kwargs).logits
+        alone = torch.cat([reference(ids[:, start:end]).logits for start, end in zip(cu[:-1], cu[1:])], dim=1)
+    assert (logits - alone).abs().max().item() <= PLUMBING_ATOL
+    assert fallback_warnings(caught) == ["attn_implementation='flashcute' runs transformers' SDPA attention: dtype "
+                                         "torch.float32 (flashcute serves float16 and bfloat16)"]
+
+
 def mask_of(config, batch=2, q_length=6, attention_mask=None, position_ids=None, cache=None):
     from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
 
