@@ -10,8 +10,6 @@ import flashcute
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 from flashcute.sdpa import sdpa
 from reference import attention_ref
-from test_bwd import skip_unless_built
-from test_kvcache import skip_unless_decode_built
 
 pytestmark = requires_cuda
 
@@ -65,6 +63,9 @@ OPCHECK_CASES = [
 def test_opcheck(library, dtype, causal, top_left, case):
     batch, sq, sk, heads_q, heads_kv, head_dim, layout = case
     # opcheck runs the forward and its backward; up to 16 query rows, the forward is the decode kernel.
+    from test_bwd import skip_unless_built
+    from test_kvcache import skip_unless_decode_built
+
     skip_unless_decode_built(dtype, head_dim) if sq <= 16 else skip_unless_built(dtype, head_dim)
     q, k, v = make_qkv(batch, sq, sk, heads_q, heads_kv, head_dim, dtype, layout)
     kwargs = {"softmax_scale": 0.2 if head_dim == 96 else None, "causal": causal, "causal_top_left": top_left}
