@@ -37,9 +37,12 @@ struct BwdKernelTraits {
   static constexpr int kNumMmaWarpGroups = 2;
   static constexpr int kNumMmaThreads = kNumMmaWarpGroups * cutlass::NumThreadsPerWarpGroup;
   static constexpr int kNumThreads = kNumMmaThreads + cutlass::NumThreadsPerWarpGroup;
+  // setmaxnreg within the launch's 65536 / kNumThreads registers per thread (in steps of 8), as in the forward
+  // (kernel_traits.h): more leaves the consumers' setmaxnreg.inc waiting forever.
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
-  static_assert(128 * kProducerRegs + kNumMmaThreads * kConsumerRegs <= 65536);
+  static constexpr int kLaunchRegs = 65536 / kNumThreads / 8 * 8;
+  static_assert(128 * kProducerRegs + kNumMmaThreads * kConsumerRegs <= kNumThreads * kLaunchRegs);
   static_assert(kBlockN == 64 * kNumMmaWarpGroups, "one 64-key slab per consumer warpgroup");
   static_assert(kBlockM % 64 == 0 && kBlockM >= kBwdSemaphoreRows && kBwdAccumRowAlign % kBlockM == 0);
   static_assert(kNumMmaWarpGroups % kAtomLayoutMdQ == 0);
