@@ -101,7 +101,8 @@ def _nested_unserved_reason(query, key, value, is_causal):
     """Why the variable-length kernel cannot serve these nested inputs, or None."""
     if not (query.is_nested and key.is_nested and value.is_nested):
         return "some inputs are nested tensors and some are not"
-    if any(t.layout != torch.jagged or t.dim() != 4 or t._ragged_idx != 2 for t in (query, key, value)):
+    if any(t.layout != torch.jagged or t.dim() != 4 or getattr(t, "_ragged_idx", None) != 2
+           for t in (query, key, value)):
         return "nested inputs that are not (b, h, j, d) with layout=torch.jagged"
     if is_causal and query.size(2) != key.size(2):
         return ("is_causal with nested queries and keys of different lengths (torch's top-left alignment; "
