@@ -54,6 +54,14 @@ def attention_ref(q, k, v, softmax_scale=None, causal=False, top_left=False, upc
     return out, lse
 
 
+def varlen_attention_ref(q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale=None, causal=False, upcast=True):
+    """attention_ref on each sequence of packed (total, h, d) q, k, v alone (sequence b is rows cu_seqlens[b] to
+    cu_seqlens[b + 1]), bottom-right causal per sequence; the outputs packed again, (total_q, h, d)."""
+    rows = zip(cu_seqlens_q.tolist(), cu_seqlens_q[1:].tolist(), cu_seqlens_k.tolist(), cu_seqlens_k[1:].tolist())
+    return torch.cat([attention_ref(q[None, a:b], k[None, c:e], v[None, c:e], softmax_scale, causal,
+                                    upcast=upcast)[0][0] for a, b, c, e in rows])
+
+
 def attention_grads_ref(q, k, v, dout, softmax_scale=None, causal=False, top_left=False, upcast=True, dlse=None):
     """(dq, dk, dv): autograd through attention_ref of sum(out * dout), plus sum(lse * dlse) over the rows that
     see a key when dlse is given. upcast=True: in float64 from float64 copies of the inputs (the ground truth);

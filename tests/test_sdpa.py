@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-from reference import attention_grads_ref, attention_ref
+from reference import attention_grads_ref, attention_ref, varlen_attention_ref
 
 sdpa_module = importlib.import_module("flashcute.sdpa")
 sdpa = sdpa_module.sdpa
@@ -261,9 +261,7 @@ def reference_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
                      causal=False, deterministic=False):
     """flash_attn_varlen_func's contract in float64, sequence by sequence (tests/reference.py)."""
     assert max_seqlen_q == cu_seqlens_q.diff().max() and max_seqlen_k == cu_seqlens_k.diff().max()
-    rows = zip(cu_seqlens_q.tolist(), cu_seqlens_q[1:].tolist(), cu_seqlens_k.tolist(), cu_seqlens_k[1:].tolist())
-    return torch.cat([attention_ref(q[None, a:b], k[None, c:e], v[None, c:e], softmax_scale, causal)[0][0]
-                      for a, b, c, e in rows])
+    return varlen_attention_ref(q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale, causal)
 
 
 @pytest.fixture

@@ -77,10 +77,11 @@ struct GroupedQueryRows {
   }
 };
 
-// Where the forward mainloop's K/V blocks come from. Contiguous: block n is rows [n * kBlockN, (n + 1) * kBlockN)
-// of the (batch, head)'s K (V); tXgX is the thread's (CPY, CPY_N, CPY_D, n) partition of those blocks.
+// Which of the two a K/V policy's load copies (PagedKV keeps each row's offset for both).
 enum class KVOperand { K, V };
 
+// Where the forward mainloop's K/V blocks come from. Contiguous: block n is rows [n * kBlockN, (n + 1) * kBlockN)
+// of the (batch, head)'s K (V); tXgX is the thread's (CPY, CPY_N, CPY_D, n) partition of those blocks.
 struct ContiguousKV {
   __device__ void prefetch_first(int /*n_block*/, int /*row_end*/) {}
   __device__ void fetch(int /*n_block*/) {}

@@ -111,9 +111,9 @@ class VarlenMask:
             if self._sdpa_arguments is not None:
                 self._sdpa_mask = (sdpa_mask(**self._sdpa_arguments),)
             else:  # packed sequences found in position_ids: causal within each
-                ids = self.sequence_ids
-                same = ids[:, :, None] == ids[:, None, :]
-                self._sdpa_mask = (same.tril().unsqueeze(1),)
+                cu_seqlens = self.varlen()[2]
+                self._sdpa_mask = (_packed_sdpa_mask((cu_seqlens, cu_seqlens), self.sequence_ids.shape[0],
+                                                     self.q_length, self.keys, True, cu_seqlens.device),)
         return self._sdpa_mask[0]
 
     def varlen(self):
