@@ -26,6 +26,7 @@ struct PostprocessOf {
   static constexpr int kBlockRows = kIsDQ ? Traits::kBlockM : Traits::kBlockN;
   using SmemLayout = cute::conditional_t<kIsDQ, typename Traits::SmemLayoutQdO, typename Traits::SmemLayoutKV>;
   static constexpr int kSmemBytes = cosize_v<SmemLayout> * sizeof(typename Traits::Element);
+  static constexpr int kAccumGroupThreads = kIsDQ ? Traits::kdQAccumGroupThreads : Traits::kNThreads;
 };
 
 template <class Traits, Grad kGrad>
@@ -54,7 +55,8 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_postprocess_kernel(__gr
   // The block back into the registers it came from (coalesced loads), scaled.
   typename Of::TiledMma tiled_mma;
   Tensor acc = partition_fragment_C(tiled_mma, Shape<Int<kBlockRows>, Int<Traits::kHeadDim>>{});  // (MMA, MMA_M, MMA_D)
-  Tensor tAgA = accum_block<kBlockRows, Traits::kHeadDim, Traits::kNThreads>(accum, accum_rows, block)(tidx, _);
+  Tensor tAgA = accum_block<kBlockRows, Traits::kHeadDim, Traits::kNThreads, Of::kAccumGroupThreads>(accum, accum_rows,
+                                                                                                block)(tidx, _);
   CUTE_STATIC_ASSERT_V(size(acc) == size(tAgA));
   CUTE_UNROLL
   for (int i = 0; i < size(acc); ++i) { acc(i) = tAgA(i) * scale; }

@@ -60,14 +60,19 @@ CUTE_DEVICE auto make_row_workspace_tensor(float* base, SeqInfo const& seq, int 
 
 // A block of a float32 accumulator (common/params.h BwdParams): kBlockRows x kHeadDim floats in a TiledMma's
 // register order, element i of thread t at i * kThreads + t, so that each atomic (or load, or store)
-// instruction of a warp covers 128 contiguous bytes. head_rows: the (batch, head)'s first row (SeqInfo's
-// q_accum_offset() + head * q_accum_rows(), or the k_ ones). -> (kThreads, elements per thread)
-template <int kBlockRows, int kHeadDim, int kThreads>
+// instruction of a warp covers 128 contiguous bytes. With kGroupThreads < kThreads, each group of kGroupThreads
+// consecutive threads owns a contiguous chunk in that order (thread g * kGroupThreads + t at
+// g * kGroupThreads * elements + i * kGroupThreads + t): the SM90 backward's consumer warpgroups hand their dQ on
+// one at a time. head_rows: the (batch, head)'s first row (SeqInfo's q_accum_offset() + head * q_accum_rows(), or
+// the k_ ones). -> (kThreads, elements per thread)
+template <int kBlockRows, int kHeadDim, int kThreads, int kGroupThreads = kThreads>
 CUTE_DEVICE auto accum_block(float* base, int64_t head_rows, int block) {
   static_assert((kBlockRows * kHeadDim) % kThreads == 0 && kBwdAccumRowAlign % kBlockRows == 0);
+  static_assert(kThreads % kGroupThreads == 0);
   constexpr int kElems = kBlockRows * kHeadDim / kThreads;
+  using Threads = Layout<Shape<Int<kGroupThreads>, Int<kThreads / kGroupThreads>>, Stride<_1, Int<kGroupThreads * kElems>>>;
   return make_tensor(make_gmem_ptr(base + (head_rows + int64_t(block) * kBlockRows) * kHeadDim),
-                     Layout<Shape<Int<kThreads>, Int<kElems>>, Stride<_1, Int<kThreads>>>{});
+                     make_layout(coalesce(Threads{}), Layout<Int<kElems>, Int<kGroupThreads>>{}));
 }
 
 // slots += acc, elementwise: slots is a thread's (elements) of accum_block, acc the registers it mirrors.

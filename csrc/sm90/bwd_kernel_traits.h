@@ -90,13 +90,18 @@ struct BwdKernelTraits {
   // thread reads the values of its S^T accumulator's columns through the accumulator's own partition.
   using SmemLayoutRowStats = Layout<Shape<Int<kBlockM>, Int<kStages>>>;
   using SmemLayoutRowStatsMma = Layout<Shape<Int<kBlockN>, Int<kBlockM>, Int<kStages>>, Stride<_0, _1, Int<kBlockM>>>;
-  // dQ of one Q block in float32, in the register order of sm80/gmem.h accum_block (element i of consumer thread
-  // t at i * kNumMmaThreads + t): written conflict-free, and bulk-reduced into dq_accum as one block. Two
-  // buffers, so the consumers write block m + 1's while block m's reduction still reads.
+  // dQ of one Q block in float32, in the register order of sm80/gmem.h accum_block with one chunk per consumer
+  // warpgroup (element i of its thread t at i * 128 + t): written conflict-free, and each warpgroup's chunk
+  // bulk-reduced into dq_accum as soon as that warpgroup has written it, so neither waits for the other there.
+  // Two buffers, so the consumers write block m + 1's while block m's reductions still read.
   static constexpr int kdQElems = kBlockM * kHeadDim;
+  static constexpr int kdQChunkElems = kdQElems / kNumMmaWarpGroups;
   static constexpr int kdQStages = 2;
-  using SmemLayoutdQ = Layout<Shape<Int<kNumMmaThreads>, Int<kdQElems / kNumMmaThreads>, Int<kdQStages>>,
-                              Stride<_1, Int<kNumMmaThreads>, Int<kdQElems>>>;  // (thread, element, buffer)
+  static constexpr int kdQAccumGroupThreads = cutlass::NumThreadsPerWarpGroup;
+  using SmemLayoutdQ = Layout<Shape<Shape<Int<kdQAccumGroupThreads>, Int<kNumMmaWarpGroups>>,
+                                    Int<kdQChunkElems / kdQAccumGroupThreads>, Int<kdQStages>>,
+                              Stride<Stride<_1, Int<kdQChunkElems>>, Int<kdQAccumGroupThreads>, Int<kdQElems>>>;
+  // (thread, element, buffer)
 
   // registers -> smem: dS^T transposed into dS (stmatrix .trans), dK/dV as they are (stmatrix).
   using SmemCopyAtomdS = Copy_Atom<SM90_U16x8_STSM_T, Element>;
@@ -134,6 +139,7 @@ struct BwdKernelTraits {
     static constexpr int kBlockM = BwdKernelTraits::kBlockM;
     static constexpr int kBlockN = BwdKernelTraits::kBlockN;
     static constexpr int kNThreads = kNumMmaThreads;
+    static constexpr int kdQAccumGroupThreads = BwdKernelTraits::kdQAccumGroupThreads;
     using TiledMmadQ = typename BwdKernelTraits::TiledMmadQ;
     using TiledMmadKV = typename BwdKernelTraits::TiledMmadKV;
     // The postprocess's staging tile: rows padded by 16 bytes, so the accumulator's 4-byte pairs (8 rows x 4

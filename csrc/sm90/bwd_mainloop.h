@@ -160,8 +160,9 @@ struct BwdMainloop {
     }
   }
 
-  // The dQ warp of the producer warpgroup (all 32 lanes, lane 0 issues): each Q block's dQ, once the consumers
-  // have put it in shared memory, is added into this head's float32 accumulator by one bulk reduction. With a
+  // The dQ warp of the producer warpgroup (all 32 lanes, lane 0 issues): each consumer warpgroup's chunk of a Q
+  // block's dQ, once that warpgroup has put it in shared memory, is added into this head's float32 accumulator by
+  // one bulk reduction (the chunks in warpgroup order, a bulk group each). With a
   // turnstile (deterministic mode) the K/V blocks visiting a Q block, a prefix [0, n_end) of them
   // (common/block_range.h), add in a fixed order: increasing n_block without causal, where they all start at Q
   // block 0 and walk in step; decreasing with causal, where block n starts at the diagonal, so a higher n_block
@@ -170,32 +171,39 @@ struct BwdMainloop {
   CUTLASS_DEVICE static void store_dq(BwdParams const& bwd, SharedStorage& shared, SeqInfo const& seq, int n_block,
                                       int bidh, QBlockRange const& range) {
     using cutlass::arch::NamedBarrier;
-    constexpr int kThreads = kNumMmaThreads + cutlass::NumThreadsPerWarp;
+    constexpr int kThreads = cutlass::NumThreadsPerWarpGroup + cutlass::NumThreadsPerWarp;
+    constexpr int kWarpGroups = Traits::kNumMmaWarpGroups;
+    constexpr int kBuffers = Traits::kdQStages;
+    constexpr int kChunk = Traits::kdQChunkElems;
     bool const lane0 = cute::elect_one_sync();
     float* const dq_accum_head = bwd.dq_accum_ptr + (seq.q_accum_offset() + int64_t(bidh) * seq.q_accum_rows()) * kHeadDim;
     int* const turnstile = bwd.dq_semaphore == nullptr ? nullptr
         : bwd.dq_semaphore + seq.q_semaphore_offset() + int64_t(bidh) * seq.q_semaphores();
-    constexpr int kBuffers = Traits::kdQStages;
     for (int m_block = range.m_block_min, i = 0; m_block < range.m_block_max; ++m_block, ++i) {
-      if (i >= kBuffers) {  // this block's buffer: the reduction of block m - kBuffers has read it
-        if (lane0) { tma_store_wait<kBuffers - 1>(); }
+      int const buffer = i % kBuffers;
+      // Warpgroup w's chunk of this buffer is free once block m - kBuffers's reduction of it has read it: of the
+      // bulk groups committed since, kBuffers * kWarpGroups - 1 - w may still be reading.
+      for_each(make_int_sequence<kWarpGroups>{}, [&](auto wg) {
+        if (lane0) { tma_store_wait<kBuffers * kWarpGroups - 1 - decltype(wg)::value>(); }
         __syncwarp();
+        NamedBarrier::arrive(kThreads, uint32_t(BwdNamedBarrierId::kdQEmptyFirst) + wg);
+      });
+      int* const counter = turnstile == nullptr ? nullptr : turnstile + m_block * (kBlockM / kBwdSemaphoreRows);
+      if (lane0 && counter != nullptr) {
+        int const n_end = kv_blocks_visiting<kBlockM, kBlockN, kCausal>(seq, m_block);
+        turnstile_spin(counter, kCausal ? n_end - 1 - n_block : n_block);
       }
-      NamedBarrier::arrive(kThreads, uint32_t(BwdNamedBarrierId::kdQEmpty));
-      NamedBarrier::sync(kThreads, uint32_t(BwdNamedBarrierId::kdQFull));
-      if (lane0) {
-        int* const counter = turnstile == nullptr ? nullptr : turnstile + m_block * (kBlockM / kBwdSemaphoreRows);
-        if (counter != nullptr) {
-          int const n_end = kv_blocks_visiting<kBlockM, kBlockN, kCausal>(seq, m_block);
-          turnstile_spin(counter, kCausal ? n_end - 1 - n_block : n_block);
+      for (int wg = 0; wg < kWarpGroups; ++wg) {
+        NamedBarrier::sync(kThreads, uint32_t(BwdNamedBarrierId::kdQFullFirst) + wg);
+        if (lane0) {
+          bulk_reduce_add_f32(dq_accum_head + int64_t(m_block) * Traits::kdQElems + wg * kChunk,
+                              shared.smem_dq.data() + buffer * Traits::kdQElems + wg * kChunk, kChunk * sizeof(float));
+          tma_store_arrive();
         }
-        bulk_reduce_add_f32(dq_accum_head + int64_t(m_block) * Traits::kdQElems,
-                            shared.smem_dq.data() + (i % kBuffers) * Traits::kdQElems, Traits::kdQElems * sizeof(float));
-        tma_store_arrive();
-        if (counter != nullptr) {
-          bulk_wait_complete();
-          turnstile_release(counter);
-        }
+      }
+      if (lane0 && counter != nullptr) {
+        bulk_wait_complete();
+        turnstile_release(counter);
       }
       __syncwarp();
     }
@@ -226,6 +234,8 @@ struct BwdMainloop {
     Tensor sD = make_tensor(make_smem_ptr(shared.smem_dsum.data()), typename Traits::SmemLayoutRowStatsMma{});
     Tensor sdQ = make_tensor(make_smem_ptr(shared.smem_dq.data()), typename Traits::SmemLayoutdQ{});  // (thread, element, buffer)
     int dq_buffer = 0;
+    int const warp_group = thread_idx / cutlass::NumThreadsPerWarpGroup;
+    constexpr int kdQThreads = cutlass::NumThreadsPerWarpGroup + cutlass::NumThreadsPerWarp;
 
     // S^T = K.Q^T and dP^T = V.dO^T (their K and V operands: in the step)
     Tensor tSrQ = thr_mma_sdp.partition_fragment_B(sQ);     // (MMA, MMA_M, MMA_D, stage)
@@ -318,13 +328,14 @@ struct BwdMainloop {
       warpgroup_fence_operand(tdQrdQ);
       pipes.dO.consumer_release(pipes.state);
 
-      NamedBarrier::sync(kNumMmaThreads + cutlass::NumThreadsPerWarp, uint32_t(BwdNamedBarrierId::kdQEmpty));
+      // This warpgroup's chunk of dQ: it meets only the dQ warp here, not the other warpgroup.
+      NamedBarrier::sync(kdQThreads, uint32_t(BwdNamedBarrierId::kdQEmptyFirst) + warp_group);
       CUTE_STATIC_ASSERT_V(size(tdQrdQ) == size<1>(sdQ));
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size(tdQrdQ); ++i) { sdQ(thread_idx, i, dq_buffer) = tdQrdQ(i); }
       dq_buffer = dq_buffer + 1 < Traits::kdQStages ? dq_buffer + 1 : 0;
       cutlass::arch::fence_view_async_shared();  // visible to the bulk reduction (async proxy)
-      NamedBarrier::arrive(kNumMmaThreads + cutlass::NumThreadsPerWarp, uint32_t(BwdNamedBarrierId::kdQFull));
+      NamedBarrier::arrive(kdQThreads, uint32_t(BwdNamedBarrierId::kdQFullFirst) + warp_group);
 
       warpgroup_wait<0>();
       warpgroup_fence_operand(tdKrdK);

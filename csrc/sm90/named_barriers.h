@@ -27,11 +27,11 @@ static_assert(uint32_t(NamedBarrierId::kEnd) + cutlass::arch::NamedBarrier::Rese
 
 // The backward's (sm90/bwd_kernel.h): the consumer warpgroups and, for dQ, the producer warpgroup's dQ warp.
 enum class BwdNamedBarrierId : uint32_t {
-  kdS = 0,       // all consumer threads: every warpgroup's dS is in shared memory, the dQ gemm may read it
-  kdQEmpty = 1,  // consumers + dQ warp: the previous block's dQ has left shared memory
-  kdQFull = 2,   // consumers + dQ warp: this block's dQ is in shared memory
-  kEpilogue = 3, // all consumer threads: around dK/dV staged over the K/V buffers, and the GQA turnstile
-  kEnd = 4
+  kdS = 0,        // all consumer threads: every warpgroup's dS is in shared memory, the dQ gemm may read it
+  kEpilogue = 1,  // all consumer threads: around dK/dV staged over the K/V buffers, and the GQA turnstile
+  kdQEmptyFirst = 2,                                 // + i: warpgroup i's dQ buffer has been read (its + the dQ warp)
+  kdQFullFirst = kdQEmptyFirst + kMaxMmaWarpGroups,  // + i: warpgroup i's dQ is in shared memory
+  kEnd = kdQFullFirst + kMaxMmaWarpGroups
 };
 
 static_assert(uint32_t(BwdNamedBarrierId::kEnd) + cutlass::arch::NamedBarrier::ReservedNamedBarrierCount <=
