@@ -1,13 +1,14 @@
 // The SM90 backward kernel, warp-specialized. One CTA per (K/V block, query head, batch), blockIdx.x fastest so
 // that in deterministic mode the K/V blocks a dQ block waits for are launched first. Warpgroup 0 produces: warp 0
 // issues the TMA loads (K, V once; Q and dO blocks through the pipelines), warp 1 adds each Q block's dQ into the
-// float32 accumulator with a bulk reduction. Warpgroups 1 and 2 consume: each owns 64 keys of the block and keeps
+// float32 accumulator with bulk reductions, one per consumer warpgroup's chunk. Warpgroups 1 and 2 consume: each owns 64 keys of the block and keeps
 // their dK and dV in registers over the Q blocks (bwd_mainloop.h), then writes them (bwd_epilogue.h). The
 // preprocess (D, LSE * log2(e), zeroed dQ accumulator) runs before, the postprocess (dQ; dK and dV with GQA) after.
 //
 // Barriers: barrier_kv (K and V landed, waited once); the Q and dO pipelines (full: TMA bytes, empty: every
 // consumer thread after the gemm that last read the stage); named kdS (consumers, before the dQ gemm reads dS),
-// kdQEmpty / kdQFull (consumers + the dQ warp, around the one dQ buffer), kEpilogue (consumers).
+// kdQEmptyFirst / kdQFullFirst + i (consumer warpgroup i + the dQ warp, around that warpgroup's chunk of the two dQ
+// buffers), kEpilogue (consumers).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -68,10 +69,12 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   if (is_producer) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
     if (!has_work) { return; }
-    if (threadIdx.x == 0) {  // the pipelines' leader thread arms their barriers
-      Mainloop::load(params.mainloop, bwd, shared, pipes, seq, n_block, bidh, bidh_kv, bidb, range);
-    } else if (warp_idx == 1) {
+    // The warp-uniform test first: tested after the per-thread one, ptxas kept values of both roles live across
+    // the branch and spilled them at 24 registers (benchmarks/notes.md#d-sm90-bwd-producer-branch).
+    if (warp_idx == 1) {
       Mainloop::store_dq(bwd, shared, seq, n_block, bidh, range);
+    } else if (threadIdx.x == 0) {  // the pipelines' leader thread arms their barriers
+      Mainloop::load(params.mainloop, bwd, shared, pipes, seq, n_block, bidh, bidh_kv, bidb, range);
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();

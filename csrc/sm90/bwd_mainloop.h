@@ -11,8 +11,8 @@
 //   P^T = exp2(S^T * scale * log2(e) - LSE * log2(e)) (masked where needed) ; dS^T = P^T * (dP^T - D)
 //   dS^T -> dS in shared memory (stmatrix .trans)  ; dV += P^T.dO(m)   (RS: P^T from registers)
 //   [every warpgroup's dS written] ; dQ(m) = dS.K (SS) ; dK += dS^T.Q(m) (RS)
-//   dQ(m) -> one of two shared-memory buffers, for the dQ warp to add into the float32 accumulator with one
-//   bulk reduction.
+//   dQ(m) -> this warpgroup's chunk of one of two shared-memory buffers, for the dQ warp to add into the float32
+//   accumulator with one bulk reduction per chunk.
 // The softmax scale of dK and dQ is applied once, at the end (dK) and in the postprocess (dQ).
 #pragma once
 
