@@ -230,12 +230,13 @@ def test_sm90_thread_index_is_the_consumer_index():
 # ------------------------------------------------------------------------------------------------ ptxas data
 def test_ptxas_data_covers_exactly_the_shipped_kernels():
     expected = {(k.name, dtype, device.target, causal)
-                for k in kernel_table.kernels("fwd") for dtype in kernel_table.DTYPES
+                for k in ptxas.recorded_kernels() for dtype in kernel_table.DTYPES
                 for device in explain.DEVICES[k.arch] for causal in ptxas.causal_flags(k)}
     assert set(ptxas.MEASURED) == expected
+    assert {name for name, *_ in ptxas.MEASURED} >= {k.name for k in kernel_table.kernels("bwd", "sm90")}
     for (name, *_), (regs, stores, loads) in ptxas.MEASURED.items():
         # SM90 registers are derived (the launch count), never typed; SM80's are ptxas's
-        assert (regs is None) == name.startswith("fwd_sm90"), name
+        assert (regs is None) == ("_sm90_" in name), name
         assert regs is None or 0 < regs <= 255
         assert stores >= 0 and loads >= 0
 
@@ -295,6 +296,25 @@ def test_check_holds_sm90_to_the_launch_registers():
     assert ptxas.check(ptxas.parse_log(log)) == []
     (problem,) = ptxas.check(ptxas.parse_log(log.replace("Used 168 registers", "Used 128 registers", 1)))
     assert problem.startswith("fwd_sm90_hdim128_noncausal bf16 sm_90a non-causal: ptxas (128,")
+
+
+# csrc/sm90/bwd_kernel.h bwd_kernel<BwdKernelTraits<Element, kHeadDim>, kCausal>, and the SM80 postprocess run
+# with its traits (no figures).
+SM90_BWD_BF16_128 = ("_ZN9flashcute4sm9010bwd_kernelINS0_15BwdKernelTraitsIN7cutlass10bfloat16_tELi128EEELb{causal}EEEv"
+                     "NS0_15BwdKernelParamsIT_XT0_EEE")
+SM90_BWD_POSTPROCESS = ("_ZN9flashcute4sm8022bwd_postprocess_kernelINS_4sm9015BwdKernelTraitsIN7cutlass10bfloat16_t"
+                        "ELi128EE7PrePostELNS0_4GradE0EEEvNS_9BwdParamsE")
+
+
+def test_check_holds_the_sm90_backward_to_its_launch_registers_and_spills():
+    row = "bwd_sm90_hdim128_all"
+    spills = [ptxas.MEASURED[(row, "bf16", "sm_90a", causal)][1:] for causal in (False, True)]
+    log = _ptxas_log([(SM90_BWD_BF16_128.format(causal=c), 168, *spills[c]) for c in (0, 1)]
+                     + [(SM90_BWD_POSTPROCESS, 48, 0, 0)], "sm_90a")
+    assert set(ptxas.parse_log(log)) == {(row, "bf16", "sm_90a", False), (row, "bf16", "sm_90a", True)}
+    assert ptxas.check(ptxas.parse_log(log)) == []
+    spilled = log.replace(f"{spills[1][0]} bytes spill stores", f"{spills[1][0] + 16} bytes spill stores")
+    assert any(p.startswith(f"{row} bf16 sm_90a") for p in ptxas.check(ptxas.parse_log(spilled)))
 
 
 def test_identify_ignores_other_functions():

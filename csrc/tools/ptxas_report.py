@@ -1,8 +1,8 @@
 """Registers and spills of the shipped kernels, from ptxas: the data behind flashcute/explain/ptxas.py.
 
     python csrc/tools/ptxas_report.py [-j JOBS] [--logs DIR] [UNIT.cu ...]
-        compiles each instantiation (default: the forward ones of flashcute/kernel_table.py, whose figures
-        flashcute.explain reports) for every target its arch runs on,
+        compiles each instantiation (default: those of flashcute/kernel_table.py whose figures flashcute.explain
+        records: the forward's and the SM90 backward's) for every target its arch runs on,
             nvcc <flashcute._build.NVCC_FLAGS> -Icsrc -I<CUTLASS include> -gencode=... -Xptxas -v -cubin UNIT.cu
         and prints MEASURED (to paste into flashcute/explain/ptxas.py once all are compiled), then where it
         differs from the stored one;
@@ -33,10 +33,10 @@ UNITS = ROOT / "csrc" / "instantiations"
 
 
 def compiles(names):
-    """(unit file, target) of every compile: each instantiation (those named, or every forward one) for the target
-    of each device its arch runs on."""
+    """(unit file, target) of every compile: each instantiation (those named, or every one with recorded figures:
+    the forward's and the SM90 backward's) for the target of each device its arch runs on."""
     units = [u for u in kernel_table.translation_units()
-             if kernel_table.unit_filename(*u) in names or (not names and u[0] == "fwd")]
+             if kernel_table.unit_filename(*u) in names or (not names and (u[0] == "fwd" or u[:2] == ("bwd", "sm90")))]
     return [(UNITS / kernel_table.unit_filename(*u), device.target) for u in units for device in DEVICES[u[1]]]
 
 

@@ -10,14 +10,16 @@ check the log of one compile (CI) with ``python csrc/tools/ptxas_report.py --che
 SM90: the registers are derived, not stored: ``__launch_bounds__(kNumThreads, 1)`` fixes the launch count at
 65536 / kNumThreads in steps of 8 (``Sm90Config.launch_regs``), ptxas reports that count (the check holds it
 to it), and setmaxnreg then moves registers from the producer to the consumers (``producer_regs`` /
-``consumer_regs``). Only their spills are measured.
+``consumer_regs``). Only their spills are measured. The same holds for the SM90 backward kernel (one row per
+head dim, a non-causal and a causal kernel each); its pre- and postprocess kernels are not recorded.
 """
 
 import re
 
 from .. import kernel_configs, kernel_table
 
-MEASURED_WITH = "CUDA 13.0, CUTLASS 4.2.0, csrc at fea3f70 (SM80 rows; SM90 rows at 885d441, unchanged since)"
+MEASURED_WITH = ("CUDA 13.0, CUTLASS 4.2.0, csrc at fea3f70 (SM80 rows; SM90 forward rows at 885d441, unchanged since; "
+                 "SM90 backward rows at 04423ea)")
 
 # (kernel_table row name, dtype, ptxas target, causal) -> (registers, spill store bytes, spill load bytes); the
 # registers are None where derived (SM90). One SM80 row compiles into a non-causal and a causal kernel.
@@ -84,11 +86,28 @@ MEASURED = {
     ('fwd_sm90_hdim256_noncausal', 'bf16', 'sm_90a', False): (None, 0, 0),
     ('fwd_sm90_hdim256_causal', 'fp16', 'sm_90a', True): (None, 0, 0),
     ('fwd_sm90_hdim256_causal', 'bf16', 'sm_90a', True): (None, 0, 0),
+    ('bwd_sm90_hdim64_all', 'fp16', 'sm_90a', False): (None, 4, 8),
+    ('bwd_sm90_hdim64_all', 'fp16', 'sm_90a', True): (None, 36, 36),
+    ('bwd_sm90_hdim64_all', 'bf16', 'sm_90a', False): (None, 4, 8),
+    ('bwd_sm90_hdim64_all', 'bf16', 'sm_90a', True): (None, 36, 36),
+    ('bwd_sm90_hdim96_all', 'fp16', 'sm_90a', False): (None, 0, 0),
+    ('bwd_sm90_hdim96_all', 'fp16', 'sm_90a', True): (None, 0, 0),
+    ('bwd_sm90_hdim96_all', 'bf16', 'sm_90a', False): (None, 0, 0),
+    ('bwd_sm90_hdim96_all', 'bf16', 'sm_90a', True): (None, 0, 0),
+    ('bwd_sm90_hdim128_all', 'fp16', 'sm_90a', False): (None, 0, 0),
+    ('bwd_sm90_hdim128_all', 'fp16', 'sm_90a', True): (None, 0, 0),
+    ('bwd_sm90_hdim128_all', 'bf16', 'sm_90a', False): (None, 0, 0),
+    ('bwd_sm90_hdim128_all', 'bf16', 'sm_90a', True): (None, 0, 0),
 }
 
 
 
-ROWS = {kernel.name: kernel for kernel in kernel_table.kernels("fwd")}  # the backward has no figures here yet
+def recorded_kernels():
+    """The kernel_table rows with figures here: every forward kernel and the SM90 backward's."""
+    return kernel_table.kernels("fwd") + kernel_table.kernels("bwd", "sm90")
+
+
+ROWS = {kernel.name: kernel for kernel in recorded_kernels()}
 
 
 def kernel_of(cfg):
@@ -98,7 +117,7 @@ def kernel_of(cfg):
 
 def causal_flags(kernel):
     """The causal template flag of each kernel a table row compiles into."""
-    return (False, True) if kernel.arch == "sm80" else (kernel.variant == "causal",)
+    return (False, True) if kernel.variant == "all" else (kernel.variant == "causal",)
 
 
 def numbers(kernel, dtype, target, causal):
@@ -106,6 +125,8 @@ def numbers(kernel, dtype, target, causal):
     measured = MEASURED.get((kernel.name, dtype, target, causal))
     if measured is None or kernel.arch == "sm80":
         return measured
+    if kernel.op == "bwd":
+        return (kernel_configs.REGS_PER_SM // kernel.tile.n_threads // 8 * 8, *measured[1:])
     return (kernel_configs.config_for(kernel, dtype).launch_regs, *measured[1:])
 
 
@@ -122,10 +143,12 @@ def identify(mangled):
     template arguments read: the element type, then kHeadDim, first among the integer literals; the causal
     flag is SM80's fwd_kernel<Traits, kCausal, kVarlen> second-last literal (the figures are of the fixed-length
     instantiations: a packed-batch one gives None), SM90's KernelTraits<Element, kHeadDim, kCausal, kLongSeqlenK>
-    first boolean, whose second picks the long-seqlen_k tile."""
-    if "bwd" in mangled:  # the backward's kernels have no figures here yet (ROWS)
-        return None
+    first boolean, whose second picks the long-seqlen_k tile; the SM90 backward's bwd_kernel<BwdKernelTraits<Element,
+    kHeadDim>, kCausal> its one boolean."""
     arch = re.match(r"_ZN9flashcute4(sm\d\d)", mangled)  # "4": the namespace is 4 letters
+    if "bwd" in mangled and not mangled.startswith("_ZN9flashcute4sm9010bwd_kernel"):
+        return None  # the SM80 backward's kernels, and the pre- and postprocess: no figures here
+    backward = "bwd" in mangled
     if arch is not None and arch.group(1) == "sm80" and "10fwd_kernel" not in mangled:
         return None  # the decode kernels (split_kv_kernel over the same traits, combine, append) have none either
     dtype = next((d for spelled, d in _DTYPES.items() if f"7cutlass{spelled}" in mangled), None)
@@ -139,6 +162,8 @@ def identify(mangled):
         if len(bools) < 2 or bools[-1]:
             return None
         return kernel_table.find("fwd", arch, ints[0], "all"), dtype, bools[-2]
+    if backward:  # bwd_kernel<BwdKernelTraits<Element, kHeadDim>, kCausal>
+        return kernel_table.find("bwd", arch, ints[0], "all"), dtype, bools[0]
     causal, long_k = bools[0], len(bools) > 1 and bools[1]
     variant = "causal" if causal else "noncausal-longk" if long_k else "noncausal"
     return kernel_table.find("fwd", arch, ints[0], variant), dtype, causal
@@ -191,7 +216,7 @@ def check(found):
 def measured_source(found):
     """MEASURED as Python source, rows in kernel_table order: what ptxas_report.py prints to paste above."""
     lines = ["MEASURED = {"]
-    for kernel in kernel_table.kernels("fwd"):
+    for kernel in recorded_kernels():
         for dtype in kernel_table.DTYPES:
             for target in sorted({t for n, d, t, _ in found if (n, d) == (kernel.name, dtype)}):
                 for causal in causal_flags(kernel):
