@@ -70,7 +70,8 @@ CUTE_DEVICE auto accum_block(float* base, int64_t head_rows, int block) {
   static_assert((kBlockRows * kHeadDim) % kThreads == 0 && kBwdAccumRowAlign % kBlockRows == 0);
   static_assert(kThreads % kGroupThreads == 0);
   constexpr int kElems = kBlockRows * kHeadDim / kThreads;
-  using Threads = Layout<Shape<Int<kGroupThreads>, Int<kThreads / kGroupThreads>>, Stride<_1, Int<kGroupThreads * kElems>>>;
+  using Threads =
+      Layout<Shape<Int<kGroupThreads>, Int<kThreads / kGroupThreads>>, Stride<_1, Int<kGroupThreads * kElems>>>;
   return make_tensor(make_gmem_ptr(base + (head_rows + int64_t(block) * kBlockRows) * kHeadDim),
                      make_layout(coalesce(Threads{}), Layout<Int<kElems>, Int<kGroupThreads>>{}));
 }

@@ -1,9 +1,10 @@
-// The SM90 backward kernel, warp-specialized. One CTA per (K/V block, query head, batch), blockIdx.x fastest so
-// that in deterministic mode the K/V blocks a dQ block waits for are launched first. Warpgroup 0 produces: warp 0
-// issues the TMA loads (K, V once; Q and dO blocks through the pipelines), warp 1 adds each Q block's dQ into the
-// float32 accumulator with bulk reductions, one per consumer warpgroup's chunk. Warpgroups 1 and 2 consume: each owns 64 keys of the block and keeps
-// their dK and dV in registers over the Q blocks (bwd_mainloop.h), then writes them (bwd_epilogue.h). The
-// preprocess (D, LSE * log2(e), zeroed dQ accumulator) runs before, the postprocess (dQ; dK and dV with GQA) after.
+// The SM90 backward kernel, warp-specialized. One CTA per (K/V block, query head, batch), blockIdx.x fastest so that
+// in deterministic mode the K/V blocks a dQ block waits for are launched first. Warpgroup 0 produces: warp 0 issues
+// the TMA loads (K, V once; Q and dO blocks through the pipelines), warp 1 adds each Q block's dQ into the float32
+// accumulator with bulk reductions, one per consumer warpgroup's chunk. Warpgroups 1 and 2 consume: each owns 64
+// keys of the block and keeps their dK and dV in registers over the Q blocks (bwd_mainloop.h), then writes them
+// (bwd_epilogue.h). The preprocess (D, LSE * log2(e), zeroed dQ accumulator) runs before, the postprocess (dQ; dK
+// and dV with GQA) after.
 //
 // Barriers: barrier_kv (K and V landed, waited once); the Q and dO pipelines (full: TMA bytes, empty: every
 // consumer thread after the gemm that last read the stage); named kdS (consumers, before the dQ gemm reads dS),
