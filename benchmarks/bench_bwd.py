@@ -9,6 +9,8 @@ triton.testing.do_bench medians:
   each peer's torch.autograd.grad(out, (q, k, v), dout, retain_graph=True) on a forward graph built once;
 - forward + backward: every implementation through autograd, torch.autograd.grad(attention(q, k, v), (q, k, v),
   dout) (grad rather than .backward(), so that no .grad accumulation is timed).
+With --rounds N each shape times every implementation in turn N times and reports the median of the N rounds
+(all rounds in the JSON), so that a clock or power dip during one implementation's turn does not move its ratio.
 Before a shape is timed, flashcute's dq, dk and dv are checked against torch's flash backward in the same dtype:
 the largest differences are printed, with a warning where one exceeds 5% of torch's largest gradient. Also
 reported, as in bench_fwd.py: the extension's load times, each implementation's extra peak memory per call, and
@@ -24,6 +26,7 @@ configuration on first use, in the first shape of each (dtype, head dim, causal)
     python benchmarks/bench_bwd.py                         # the full paper grid, bf16 and fp16
     python benchmarks/bench_bwd.py --dtypes bf16 --head-dims 128 --seqlens 1024,4096   # a quick look
     python benchmarks/bench_bwd.py --peers flash,cudnn     # without FlashAttention-4
+    python benchmarks/bench_bwd.py --dtypes bf16 --head-dims 64,128 --peers cudnn,fa4 --rounds 3   # #19's ratios
 
 Results (JSON and markdown, named by date and device) go to benchmarks/results/ or --out.
 """
@@ -54,8 +57,13 @@ def parse_args():
     add_grid_args(parser)
     parser.add_argument("--peers", default="flash,cudnn,fa4",
                         help="torch SDPA backends (flash, cudnn, efficient) and fa4 (FlashAttention-4) to run beside")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="time every implementation of a shape in turn this many times; report the median")
     parser.add_argument("--out", default=str(RESULTS), help="folder for the JSON and markdown")
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
+    return args
 
 
 def load_fa4():
@@ -72,8 +80,9 @@ def load_fa4():
 
 # ------------------------------------------------------------------------------------------- measuring
 
-def bench_shape(dtype, head_dim, causal, batch, seqlen, heads_q, heads_kv, paper, backends, peers, fa4):
-    """Two rows, the backward's and the forward + backward's; the backward row also holds the gradient check."""
+def bench_shape(dtype, head_dim, causal, batch, seqlen, heads_q, heads_kv, paper, backends, peers, fa4, rounds=1):
+    """Two rows, the backward's and the forward + backward's; the backward row also holds the gradient check.
+    Every implementation is timed once per round, in turn; the rows hold the median round."""
     fwd_flops = 4 * batch * heads_q * seqlen * seqlen * head_dim / (2 if causal else 1)
     q = torch.randn(batch, seqlen, heads_q, head_dim, device="cuda", dtype=dtype)
     k = torch.randn(batch, seqlen, heads_kv, head_dim, device="cuda", dtype=dtype)
@@ -93,12 +102,29 @@ def bench_shape(dtype, head_dim, causal, batch, seqlen, heads_q, heads_kv, paper
                 rows[kind]["notes"][name] = first_line(error)
             return None
 
-    def record(kind, name, fn):
-        timed = attempt(name, lambda: measure(fn), [kind])
-        if timed:
-            ms, peak = timed
-            rows[kind]["tflops"][name] = PASSES[kind] * fwd_flops / (ms * 1e-3) / 1e12
-            rows[kind]["peak_mib"][name] = peak
+    timings = []  # (kind, name, fn, context factory): each timed once per round, in this order
+
+    def time_rounds():
+        ms_rounds = {}
+        for _ in range(rounds):
+            for kind, name, fn, context in timings:
+                if name in rows[kind]["notes"]:  # failed in an earlier round
+                    continue
+                with context():
+                    timed = attempt(name, lambda: measure(fn), [kind])
+                if timed:
+                    ms, peak = timed
+                    ms_rounds.setdefault((kind, name), []).append(ms)
+                    rows[kind]["peak_mib"][name] = max(peak, rows[kind]["peak_mib"].get(name, 0.0))
+        for (kind, name), times in ms_rounds.items():
+            if name in rows[kind]["notes"]:
+                continue
+            rates = sorted(PASSES[kind] * fwd_flops / (ms * 1e-3) / 1e12 for ms in times)
+            rows[kind]["tflops"][name] = rates[len(rates) // 2] if len(rates) % 2 else (
+                rates[len(rates) // 2 - 1] + rates[len(rates) // 2]) / 2
+            if rounds > 1:
+                rows[kind].setdefault("tflops_rounds", {})[name] = [PASSES[kind] * fwd_flops / (ms * 1e-3) / 1e12
+                                                                     for ms in times]
 
     # Autograd leaves: (b, s, h, d) for flashcute and FlashAttention-4, contiguous (b, h, s, d) for SDPA (its
     # preferred layout), GQA through enable_gqa.
@@ -133,25 +159,29 @@ def bench_shape(dtype, head_dim, causal, batch, seqlen, heads_q, heads_kv, paper
             check["ok"][backend] = all(diffs[n] <= CHECK_TOLERANCE * check["max_abs_flash"][n] for n in GRADS)
     del grads, reference
 
+    # Default arguments bind each iteration's values (the lambdas run after the loops).
     for backend, (out, lse) in saved.items():
-        record("bwd", f"flashcute_{backend}",
-               lambda: torch.ops.flashcute.bwd(dout, q, k, v, out, lse, None, causal, False, False, backend))
-        record("fwd+bwd", f"flashcute_{backend}",
-               lambda: torch.autograd.grad(flashcute.flash_attn_func(*leaves, causal=causal, backend=backend), leaves, dout))
-    del saved
+        timings.append(("bwd", f"flashcute_{backend}", lambda out=out, lse=lse, backend=backend: torch.ops.flashcute.bwd(
+            dout, q, k, v, out, lse, None, causal, False, False, backend), contextlib.nullcontext))
+        timings.append(("fwd+bwd", f"flashcute_{backend}", lambda backend=backend: torch.autograd.grad(
+            flashcute.flash_attn_func(*leaves, causal=causal, backend=backend), leaves, dout), contextlib.nullcontext))
 
     for name in peers:
         if name == "fa4":
-            forward, inputs, grad, context = lambda: fa4(*leaves, causal=causal)[0], leaves, dout, contextlib.nullcontext()
+            forward, inputs, grad = lambda: fa4(*leaves, causal=causal)[0], leaves, dout
+            context = contextlib.nullcontext
         else:
-            forward, inputs, grad, context = sdpa, leaves_t, dout_t, sdpa_kernel(PEERS[name])
-        with context:
+            forward, inputs, grad = sdpa, leaves_t, dout_t
+            context = lambda name=name: sdpa_kernel(PEERS[name])  # noqa: E731  (one context per use)
+        with context():
             out = attempt(name, forward)  # the graph its backward is timed on
-            if out is None:
-                continue
-            record("bwd", name, lambda: torch.autograd.grad(out, inputs, grad, retain_graph=True))
-            del out
-            record("fwd+bwd", name, lambda: torch.autograd.grad(forward(), inputs, grad))
+        if out is None:
+            continue
+        timings.append(("bwd", name, lambda out=out, inputs=inputs, grad=grad: torch.autograd.grad(
+            out, inputs, grad, retain_graph=True), context))
+        timings.append(("fwd+bwd", name, lambda forward=forward, inputs=inputs, grad=grad: torch.autograd.grad(
+            forward(), inputs, grad), context))
+    time_rounds()
     return rows["bwd"], rows["fwd+bwd"]
 
 
@@ -272,7 +302,7 @@ def main():
     start = time.perf_counter()
     for shape in shapes:
         shape_start = time.perf_counter()
-        bwd_row, fwd_bwd_row = bench_shape(*shape, backends, peers, fa4)
+        bwd_row, fwd_bwd_row = bench_shape(*shape, backends, peers, fa4, args.rounds)
         bwd_rows.append(bwd_row)
         fwd_bwd_rows.append(fwd_bwd_row)
         print(f"{shape_text(bwd_row)}: bwd {summary(bwd_row)} | fwd+bwd {summary(fwd_bwd_row)} "
