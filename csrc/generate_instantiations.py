@@ -94,6 +94,9 @@ def table_header():
     rows = " ".join(f"X({k.head_dim}, {VARIANTS[k.variant]})" for k in kernel_table.kernels("decode", "sm80"))
     parts.append(f"// X(head_dim, variant) for each sm80 decode row, in table order.\n"
                  f"#define FLASHCUTE_DECODE_SM80_KERNELS(X) {rows}\n")
+    rows = " ".join(f"X({k.head_dim}, {VARIANTS[k.variant]})" for k in kernel_table.kernels("bwd", "sm90"))
+    parts.append(f"// X(head_dim, variant) for each sm90 backward row, in table order.\n"
+                 f"#define FLASHCUTE_BWD_SM90_KERNELS(X) {rows}\n")
     return "".join(parts)
 
 

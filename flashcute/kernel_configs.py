@@ -1,8 +1,8 @@
 """The shipped kernel configurations, described in Python and built with flashcute.layout.
 
-Each configuration names the same layouts and atoms as the kernel's C++ traits
-(csrc/sm80/kernel_traits.h, csrc/sm90/kernel_traits.h) and builds them the way the traits do (swizzled
-atoms, tile_to_shape, TiledMMA, make_tiled_copy[_A|_B|_C]).  ``printed()`` gives every object as C++
+Each configuration names the same layouts and atoms as the kernel's C++ traits (csrc/sm80/kernel_traits.h,
+csrc/sm90/kernel_traits.h, and the SM90 backward's csrc/sm90/bwd_kernel_traits.h) and builds them the way the
+traits do (swizzled atoms, tile_to_shape, TiledMMA, make_tiled_copy[_A|_B|_C]).  ``printed()`` gives every object as C++
 ``cute::print`` writes it, under the names csrc/tools/print_kernel_layouts.cpp uses, so
 tests/test_kernel_layouts.py can hold the two equal, character for character.
 
@@ -273,6 +273,21 @@ def _round_up(x, m):
     return -(-x // m) * m
 
 
+def k_major_smem_atom(width, bits):
+    """C++ ``k_major_smem_atom<Element, width>`` (sm90/kernel_traits.h): the widest GMMA K-major swizzle atom
+    (128, 64 or 32 bytes) whose contiguous extent tiles ``width`` elements."""
+    kind = "SW128" if width % 64 == 0 else "SW64" if width % 32 == 0 else "SW32"
+    return gmma_smem_atom("K", kind, bits)
+
+
+def _storage_bytes(members, struct_align=SMEM_ALIGN):
+    """sizeof of a struct of (bytes, alignment) members, each padded to its alignment, laid out in order."""
+    offset = 0
+    for size, align in members:
+        offset = _round_up(offset, align) + _round_up(size, align)
+    return _round_up(offset, struct_align)
+
+
 @dataclass(frozen=True)
 class Sm90Config(_ElementConfig):
     """One instantiation of ``flashcute::sm90::KernelTraits<Element, kHeadDim, kCausal, kLongSeqlenK>``: one
@@ -323,8 +338,7 @@ class Sm90Config(_ElementConfig):
     @cached_property
     def smem_layout_atom(self):
         """The widest GMMA K-major swizzle atom (128, 64 or 32 bytes of head dim) that tiles the head dim."""
-        kind = "SW128" if self.head_dim % 64 == 0 else "SW64" if self.head_dim % 32 == 0 else "SW32"
-        return gmma_smem_atom("K", kind, self.element_bits)
+        return k_major_smem_atom(self.head_dim, self.element_bits)
 
     @cached_property
     def smem_layout_q(self):
@@ -452,12 +466,196 @@ class Sm90Config(_ElementConfig):
         return ("causal" if self.causal else "noncausal") + ("-longk" if self.long_seqlen_k else "")
 
 
+@dataclass(frozen=True)
+class Sm90BwdConfig(_ElementConfig):
+    """One instantiation of ``flashcute::sm90::BwdKernelTraits<Element, kHeadDim>`` (csrc/sm90/bwd_kernel_traits.h):
+    a CTA owns block_n keys, 64 per consumer warpgroup along wgmma's M, and walks Q/dO blocks of block_m rows."""
+
+    dtype: str
+    head_dim: int
+    block_m: int
+    block_n: int
+    stages: int
+    atom_dq_m: int
+
+    arch = "sm90"
+    dq_stages = 2
+    producer_regs = 24
+    consumer_regs = 240
+
+    @property
+    def n_mma_warpgroups(self):
+        return self.block_n // 64
+
+    @property
+    def n_threads(self):
+        return 128 * (1 + self.n_mma_warpgroups)
+
+    @property
+    def launch_regs(self):
+        return REGS_PER_SM // self.n_threads // 8 * 8
+
+    @property
+    def dq_head_dim_per_warpgroup(self):
+        return self.head_dim * self.atom_dq_m // self.n_mma_warpgroups
+
+    @property
+    def tile_shape_mnk(self):
+        return (Int(self.block_m), Int(self.block_n), Int(self.head_dim))
+
+    # -- shared memory ---------------------------------------------------------------------
+    @cached_property
+    def smem_layout_q(self):
+        """Q (and dO) stages: (block_m, head_dim, stages), head dim contiguous."""
+        atom = k_major_smem_atom(self.head_dim, self.element_bits)
+        return tile_to_shape(atom, (Int(self.block_m), Int(self.head_dim), Int(self.stages)))
+
+    @cached_property
+    def smem_layout_k(self):
+        """K: its atom no wider than one warpgroup's head-dim slice of the dQ gemm, whose B operand K^T is."""
+        atom = k_major_smem_atom(self.dq_head_dim_per_warpgroup, self.element_bits)
+        return tile_to_shape(atom, (Int(self.block_n), Int(self.head_dim)))
+
+    @cached_property
+    def smem_layout_v(self):
+        return tile_to_shape(k_major_smem_atom(self.head_dim, self.element_bits), (Int(self.block_n), Int(self.head_dim)))
+
+    @cached_property
+    def smem_layout_ds(self):
+        """dS stages: (block_m, block_n, stages), keys contiguous (the dQ gemm's K-major A)."""
+        atom = k_major_smem_atom(self.block_n, self.element_bits)
+        return tile_to_shape(atom, (Int(self.block_m), Int(self.block_n), Int(self.stages)))
+
+    def _transposed(self, layout, shape):
+        return composition(layout, make_ordered_layout(shape, (Int(2), Int(1), Int(3))[:len(shape)]))
+
+    @cached_property
+    def smem_layout_qt(self):
+        return self._transposed(self.smem_layout_q, (Int(self.head_dim), Int(self.block_m), Int(self.stages)))
+
+    @cached_property
+    def smem_layout_kt(self):
+        return self._transposed(self.smem_layout_k, (Int(self.head_dim), Int(self.block_n)))
+
+    @cached_property
+    def smem_layout_dst(self):
+        return self._transposed(self.smem_layout_ds, (Int(self.block_n), Int(self.block_m), Int(self.stages)))
+
+    @property
+    def smem_layout_row_stats_mma(self):
+        """LSE * log2(e) and D per stage, broadcast over the keys: (block_n, block_m, stages)."""
+        return Layout((Int(self.block_n), Int(self.block_m), Int(self.stages)), (Int(0), Int(1), Int(self.block_m)))
+
+    @property
+    def smem_layout_dq(self):
+        """(thread, element, buffer): sm80/gmem.h accum_block's order with one chunk per consumer warpgroup."""
+        chunk = self.block_m * self.head_dim // self.n_mma_warpgroups
+        return Layout(((Int(128), Int(self.n_mma_warpgroups)), Int(chunk // 128), Int(self.dq_stages)),
+                      ((Int(1), Int(chunk)), Int(128), Int(self.block_m * self.head_dim)))
+
+    @property
+    def smem_bytes(self):
+        """sizeof(SharedStorage): Q, dO, K, V, dS (1024-aligned), the float32 dQ buffers, LSE and D rows (128),
+        the Q and dO pipelines' full and empty barriers and the K/V barrier; the struct is 1024-aligned."""
+        def array(layout, element_bytes, align):
+            return int(cosize(layout)) * element_bytes, align
+        rows = self.block_m * self.stages * 4
+        e = self.element_bytes
+        return _storage_bytes([
+            array(self.smem_layout_q, e, SMEM_ALIGN), array(self.smem_layout_q, e, SMEM_ALIGN),
+            array(self.smem_layout_k, e, SMEM_ALIGN), array(self.smem_layout_v, e, SMEM_ALIGN),
+            array(self.smem_layout_ds, e, SMEM_ALIGN), array(self.smem_layout_dq, 4, 128),
+            (rows, 128), (rows, 128),
+            (2 * self.stages * MBARRIER_BYTES, MBARRIER_BYTES), (2 * self.stages * MBARRIER_BYTES, MBARRIER_BYTES),
+            (MBARRIER_BYTES, MBARRIER_BYTES),
+        ])
+
+    @property
+    def tma_bytes_qdo(self):
+        return self.block_m * self.head_dim * self.element_bytes + self.block_m * 4
+
+    @property
+    def tma_bytes_kv(self):
+        return 2 * self.block_n * self.head_dim * self.element_bytes
+
+    # -- tensor cores ----------------------------------------------------------------------
+    @property
+    def atom_layout_keys(self):
+        return Layout((Int(self.n_mma_warpgroups), Int(1), Int(1)))
+
+    @cached_property
+    def tiled_mma_sdp(self):
+        """S^T = K.Q^T and dP^T = V.dO^T: (block_n, block_m), SS."""
+        return make_tiled_mma(mma_atom(gmma_op(self.dtype, self.block_m, "SS")), self.atom_layout_keys)
+
+    @cached_property
+    def tiled_mma_dkv(self):
+        """dV += P^T.dO and dK += dS^T.Q: (block_n, head_dim), P^T and dS^T from registers (RS)."""
+        return make_tiled_mma(mma_atom(gmma_op(self.dtype, self.head_dim, "RS")), self.atom_layout_keys)
+
+    @cached_property
+    def tiled_mma_dq(self):
+        """dQ = dS.K: (block_m, head_dim), block_m over atom_dq_m warpgroups and the head dim over the rest."""
+        warpgroups = Layout((Int(self.atom_dq_m), Int(self.n_mma_warpgroups // self.atom_dq_m), Int(1)))
+        return make_tiled_mma(mma_atom(gmma_op(self.dtype, self.dq_head_dim_per_warpgroup, "SS")), warpgroups)
+
+    @cached_property
+    def smem_tiled_copy_ds(self):
+        """dS^T registers -> dS in shared memory, transposed by stmatrix."""
+        return make_tiled_copy_C(copy_atom("SM90_U16x8_STSM_T", self.element_type), self.tiled_mma_sdp)
+
+    @cached_property
+    def smem_tiled_copy_dkv(self):
+        """The epilogue's dK and dV registers -> shared memory (stmatrix)."""
+        return make_tiled_copy_C(copy_atom("SM90_U32x4_STSM_N", self.element_type), self.tiled_mma_dkv)
+
+    def printed(self):
+        """``{name: cute::print string}`` in the order and under the names of print_kernel_layouts.cpp."""
+        fields = {
+            "kBlockM": self.block_m,
+            "kBlockN": self.block_n,
+            "kHeadDim": self.head_dim,
+            "kStages": self.stages,
+            "kAtomLayoutMdQ": self.atom_dq_m,
+            "kNumMmaWarpGroups": self.n_mma_warpgroups,
+            "kNumThreads": self.n_threads,
+            "kProducerRegs": self.producer_regs,
+            "kConsumerRegs": self.consumer_regs,
+            "kLaunchRegs": self.launch_regs,
+            "TileShape_MNK": self.tile_shape_mnk,
+            "kSmemBytes": self.smem_bytes,
+            "kTmaBytesQdO": self.tma_bytes_qdo,
+            "kTmaBytesKV": self.tma_bytes_kv,
+            "SmemLayoutQ": self.smem_layout_q,
+            "SmemLayoutK": self.smem_layout_k,
+            "SmemLayoutV": self.smem_layout_v,
+            "SmemLayoutdS": self.smem_layout_ds,
+            "SmemLayoutQt": self.smem_layout_qt,
+            "SmemLayoutKt": self.smem_layout_kt,
+            "SmemLayoutdSt": self.smem_layout_dst,
+            "SmemLayoutRowStatsMma": self.smem_layout_row_stats_mma,
+            "SmemLayoutdQ": self.smem_layout_dq,
+            **_mma_fields("TiledMmaSdP", self.tiled_mma_sdp, atom_shape=True),
+            **_mma_fields("TiledMmadKV", self.tiled_mma_dkv, atom_shape=True),
+            **_mma_fields("TiledMmadQ", self.tiled_mma_dq, atom_shape=True),
+            **_copy_fields("SmemTiledCopydS", self.smem_tiled_copy_ds),
+            **_copy_fields("SmemTiledCopydKV", self.smem_tiled_copy_dkv),
+        }
+        return _printed(fields)
+
+    @property
+    def header(self):
+        return f"{self.arch} {self.dtype} hdim{self.head_dim} backward"
+
+
 ARCHS = kernel_table.ARCHS
 
 
 def config_for(kernel, dtype):
-    """The configuration of one forward or decode kernel_table row in one dtype."""
+    """The configuration of one forward, decode or SM90 backward kernel_table row in one dtype."""
     tile = kernel.tile
+    if isinstance(tile, kernel_table.Sm90BwdTile):
+        return Sm90BwdConfig(dtype, kernel.head_dim, tile.block_m, tile.block_n, tile.stages, tile.atom_dq_m)
     if kernel.arch == "sm80":
         return Sm80Config(dtype, kernel.head_dim, tile.block_m, tile.block_n, tile.warps, kernel.op)
     return Sm90Config(dtype, kernel.head_dim, kernel.variant == "causal", tile.block_m, tile.block_n, tile.stages,
@@ -475,6 +673,11 @@ def shipped_configs(arch=None):
 def decode_configs():
     """Every shipped decode configuration (SM80 traits of the split-KV kernel), dtype by dtype."""
     return [config_for(k, dtype) for dtype in DTYPES for k in kernel_table.kernels("decode", "sm80")]
+
+
+def sm90_bwd_configs():
+    """Every shipped SM90 backward configuration, dtype by dtype."""
+    return [config_for(k, dtype) for dtype in DTYPES for k in kernel_table.kernels("bwd", "sm90")]
 
 
 def get_config(arch, dtype, head_dim, causal=False, seqlen_k=None):

@@ -4,7 +4,7 @@
 // no nvcc). tests/test_kernel_layouts.py compares the output with flashcute.kernel_configs, line by line;
 // flashcute.explain draws from that mirror. Every string is CuTe's own cute::print.
 //
-// Output: one block per configuration, "== <arch> <dtype> hdim<d>[ causal|noncausal|decode]", then
+// Output: one block per configuration, "== <arch> <dtype> hdim<d>[ causal|noncausal|decode|backward]", then
 // "<name>: <value>".
 #include <cstdio>
 
@@ -22,6 +22,7 @@ void __syncthreads();
 
 #include "instantiations/kernel_table.h"
 #include "sm80/kernel_traits.h"
+#include "sm90/bwd_kernel_traits.h"
 #include "sm90/kernel_traits.h"
 
 namespace {
@@ -156,6 +157,47 @@ void print_sm90() {
   printf("\n");
 }
 
+template <class Traits>
+void print_sm90_bwd() {
+  using Element = typename Traits::Element;
+  printf("== sm90 %s hdim%d backward\n", dtype_name<Element>(), Traits::kHeadDim);
+  field("kBlockM", Traits::kBlockM);
+  field("kBlockN", Traits::kBlockN);
+  field("kHeadDim", Traits::kHeadDim);
+  field("kStages", Traits::kStages);
+  field("kAtomLayoutMdQ", Traits::kAtomLayoutMdQ);
+  field("kNumMmaWarpGroups", Traits::kNumMmaWarpGroups);
+  field("kNumThreads", Traits::kNumThreads);
+  field("kProducerRegs", Traits::kProducerRegs);
+  field("kConsumerRegs", Traits::kConsumerRegs);
+  field("kLaunchRegs", Traits::kLaunchRegs);
+  field("TileShape_MNK", typename Traits::TileShape_MNK{});
+  field("kSmemBytes", Traits::kSmemBytes);
+  field("kTmaBytesQdO", int(Traits::kTmaBytesQdO));
+  field("kTmaBytesKV", int(Traits::kTmaBytesKV));
+
+  field("SmemLayoutQ", typename Traits::SmemLayoutQ{});
+  field("SmemLayoutK", typename Traits::SmemLayoutK{});
+  field("SmemLayoutV", typename Traits::SmemLayoutV{});
+  field("SmemLayoutdS", typename Traits::SmemLayoutdS{});
+  field("SmemLayoutQt", typename Traits::SmemLayoutQt{});
+  field("SmemLayoutKt", typename Traits::SmemLayoutKt{});
+  field("SmemLayoutdSt", typename Traits::SmemLayoutdSt{});
+  field("SmemLayoutRowStatsMma", typename Traits::SmemLayoutRowStatsMma{});
+  field("SmemLayoutdQ", typename Traits::SmemLayoutdQ{});
+
+  typename Traits::TiledMmaSdP tiled_mma_sdp;
+  typename Traits::TiledMmadKV tiled_mma_dkv;
+  typename Traits::TiledMmadQ tiled_mma_dq;
+  mma_fields("TiledMmaSdP", tiled_mma_sdp);
+  mma_fields("TiledMmadKV", tiled_mma_dkv);
+  mma_fields("TiledMmadQ", tiled_mma_dq);
+  // dS^T registers -> dS in shared memory (transposing stmatrix), and the epilogue's dK/dV -> shared memory.
+  copy_fields("SmemTiledCopydS", make_tiled_copy_C(typename Traits::SmemCopyAtomdS{}, tiled_mma_sdp));
+  copy_fields("SmemTiledCopydKV", make_tiled_copy_C(typename Traits::SmemCopyAtomdKV{}, tiled_mma_dkv));
+  printf("\n");
+}
+
 // Every row of flashcute/kernel_table.py, in its order (instantiations/kernel_table.h's lists).
 template <class Element>
 void print_sm80_all() {
@@ -177,6 +219,9 @@ void print_sm90_all() {
                                            FwdVariant::VARIANT == FwdVariant::kNonCausalLongK>>();
   FLASHCUTE_FWD_SM90_KERNELS(FLASHCUTE_PRINT_SM90)
 #undef FLASHCUTE_PRINT_SM90
+#define FLASHCUTE_PRINT_SM90_BWD(HEAD_DIM, VARIANT) print_sm90_bwd<flashcute::sm90::BwdKernelTraits<Element, HEAD_DIM>>();
+  FLASHCUTE_BWD_SM90_KERNELS(FLASHCUTE_PRINT_SM90_BWD)
+#undef FLASHCUTE_PRINT_SM90_BWD
 }
 
 }  // namespace
