@@ -12,7 +12,7 @@ import os
 import numpy as np
 import pytest
 
-from flashcute import explain, kernel_table
+from flashcute import explain, kernel_configs, kernel_table
 from flashcute.explain import ptxas
 from flashcute.kernel_configs import get_config, shipped_configs
 from flashcute.layout import Int, make_identity_tensor
@@ -326,6 +326,38 @@ def test_identify_ignores_other_functions():
     assert ptxas.identify(decode) is None  # the decode kernel's traits look like the forward's
 
 
+# ------------------------------------------------------------------------------------------------ SM90 backward
+BWD_SMEM_STEMS = ("smem_SmemLayoutQ", "smem_SmemLayoutK", "smem_SmemLayoutdS")
+BWD_MMA_STEMS = ("mma_tv_SdP", "mma_tv_dKV_A", "mma_tv_dQ")
+
+
+def test_bwd_cli_writes_the_backward_numbers_and_smem_pictures(tmp_path):
+    assert explain.main(["--op", "bwd", "--arch", "sm90", "--dtype", "bf16", "--hdim", "128", "--pictures", "smem",
+                         "-o", str(tmp_path)]) == 0
+    _check_pictures(tmp_path, BWD_SMEM_STEMS)
+    s = json.loads((tmp_path / "summary.json").read_text())
+    cfg = kernel_configs.config_for(kernel_table.find("bwd", "sm90", 128, "all"), "bf16")
+    assert s["smem_bytes"] == cfg.smem_bytes <= 227 * 1024
+    assert s["layouts"] == cfg.printed()
+    # 128 consumer threads per 64 keys: dK and dV of 64 x 128 each, S^T and dP^T of 64 x 64, dQ's 64 x 64 slice
+    assert s["accumulators_per_thread"] == {"dK + dV": 128, "S^T + dP^T": 64, "dQ": 32}
+    assert s["registers"] == {"launch": 168, "producer": 24, "consumer": 240}
+    for causal, variant in ((False, "non-causal"), (True, "causal")):
+        regs, stores, loads = ptxas.numbers(kernel_table.find("bwd", "sm90", 128, "all"), "bf16", "sm_90a", causal)
+        assert s["ptxas"][variant] == {"registers": regs, "spill_store_bytes": stores, "spill_load_bytes": loads}
+    assert "ptxas (causal): 168 registers" in (tmp_path / "summary.txt").read_text()
+
+
+def test_bwd_cli_rejects_other_archs_head_dims_and_pictures(tmp_path, capsys):
+    for argv, message in ((["--arch", "sm80"], "--op bwd explains the SM90 backward: pass --arch sm90"),
+                          (["--arch", "sm90", "--hdim", "256"], "head_dim must be one of (64, 96, 128) for the SM90"),
+                          (["--arch", "sm90", "--pictures", "tiling"], "pictures must be among smem, mma_tv")):
+        with pytest.raises(SystemExit) as e:
+            explain.main(["--op", "bwd", *argv, "-o", str(tmp_path)])
+        assert e.value.code == 2
+        assert message in capsys.readouterr().err
+
+
 # ------------------------------------------------------------------------------------------------ every picture
 @pytest.mark.skipif(not os.environ.get("FLASHCUTE_EXPLAIN_ALL"), reason="FLASHCUTE_EXPLAIN_ALL=1 draws every picture "
                     "of every shipped configuration (about a minute each)")
@@ -337,3 +369,12 @@ def test_every_picture_of_every_shipped_config(cfg, tmp_path):
     assert s["config"]["block_n"] == cfg.block_n
     _check_pictures(tmp_path, SM80_STEMS if cfg.arch == "sm80" else SM90_STEMS)
     assert len(s["files"]) == 2 * len(SM80_STEMS if cfg.arch == "sm80" else SM90_STEMS) + 2
+
+
+@pytest.mark.skipif(not os.environ.get("FLASHCUTE_EXPLAIN_ALL"), reason="FLASHCUTE_EXPLAIN_ALL=1 draws every picture "
+                    "of every shipped configuration (about a minute each)")
+@pytest.mark.parametrize("cfg", kernel_configs.sm90_bwd_configs(), ids=lambda c: c.header.replace(" ", "-"))
+def test_every_picture_of_every_sm90_backward_config(cfg, tmp_path):
+    s = explain.explain_backward(cfg.dtype, cfg.head_dim, tmp_path)
+    _check_pictures(tmp_path, BWD_SMEM_STEMS + BWD_MMA_STEMS)
+    assert len(s["files"]) == 2 * len(BWD_SMEM_STEMS + BWD_MMA_STEMS) + 2

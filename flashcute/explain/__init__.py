@@ -4,6 +4,8 @@
     python -m flashcute.explain --arch sm90 --dtype bf16 --hdim 128 [--causal] -o DIR
     python -m flashcute.explain ... --pictures tiling,thread_path -o DIR   (some pictures only: the MMA and
                                                                             smem pictures take a minute)
+    python -m flashcute.explain --op bwd --arch sm90 --dtype bf16 --hdim 128 -o DIR   (the SM90 backward:
+                                    smem and mma_tv pictures and its numbers; flashcute/explain/backward.py)
 
 Everything is computed with flashcute.layout from flashcute.kernel_configs, which
 tests/test_kernel_layouts.py holds equal to the kernels' own C++ traits.  DIR receives (PNG and SVG):
@@ -23,13 +25,16 @@ address comes from the kernel's TiledCopy thread-value layouts applied to its sh
 
 One module per idea: ptxas (registers and spills: SM80 measured, SM90 derived), occupancy (the device model),
 smem (shared-memory addresses and banks), problem (grid, FLOPs, bytes, Nsight Compute counts), draw (the
-pictures), summary (the numbers as a dict and as text, ``explain`` and the command line).
+pictures), summary (the numbers as a dict and as text, ``explain`` and the command line), backward (the SM90
+backward's numbers and pictures).
 """
 
+from .backward import bwd_summary, explain_backward
 from .draw import thread_path
 from .occupancy import DEVICES, occupancy, occupancy_numbers
 from .smem import SM80_ACCESSES, access_report, copy_tv, kernel_access_reports, mma_tv, tv_coords
 from .summary import explain, main, summarize, summary_text
 
-__all__ = ["DEVICES", "SM80_ACCESSES", "access_report", "copy_tv", "explain", "kernel_access_reports", "main", "mma_tv",
-           "occupancy", "occupancy_numbers", "summarize", "summary_text", "thread_path", "tv_coords"]
+__all__ = ["DEVICES", "SM80_ACCESSES", "access_report", "bwd_summary", "copy_tv", "explain", "explain_backward",
+           "kernel_access_reports", "main", "mma_tv", "occupancy", "occupancy_numbers", "summarize", "summary_text",
+           "thread_path", "tv_coords"]

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from .. import kernel_configs
+from .backward import BWD_PICTURES, explain_backward
 from .draw import PICTURES, draw_pictures, thread_path
 from .occupancy import occupancy_numbers
 from .problem import predicted_counts, problem_numbers, tile_numbers
@@ -137,6 +138,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m flashcute.explain",
         description="Draw and explain a shipped flashcute kernel configuration (no GPU needed).")
+    parser.add_argument("--op", default="fwd", choices=("fwd", "bwd"),
+                        help="the forward kernel, or the SM90 backward (--arch sm90; its layouts and numbers only)")
     parser.add_argument("--arch", default="sm80", choices=kernel_configs.ARCHS)
     parser.add_argument("--dtype", default="bf16", choices=kernel_configs.DTYPES)
     parser.add_argument("--hdim", type=int, default=128, help="head dim: one of the shipped ones")
@@ -147,13 +150,21 @@ def main(argv=None):
     parser.add_argument("--causal", action="store_true", help="the causal variant (SM90 tiles depend on it)")
     parser.add_argument("--thread", type=int, default=0,
                         help="the thread whose path is drawn (SM90: consumer thread, threadIdx.x - 128)")
-    parser.add_argument("--pictures", default=",".join(PICTURES),
-                        help=f"which to draw, comma-separated (default: all of {','.join(PICTURES)})")
+    parser.add_argument("--pictures", default=None,
+                        help=f"which to draw, comma-separated (default: all of {','.join(PICTURES)}; with --op bwd "
+                             f"{','.join(BWD_PICTURES)})")
     parser.add_argument("-o", "--out", required=True, help="output folder")
     args = parser.parse_args(argv)
+    if args.op == "bwd" and args.arch != "sm90":
+        parser.error(f"--op bwd explains the SM90 backward: pass --arch sm90 (got --arch {args.arch})")
+    default_pictures = BWD_PICTURES if args.op == "bwd" else PICTURES
+    pictures = [p for p in (args.pictures or ",".join(default_pictures)).split(",") if p]
     try:
-        summary = explain(args.arch, args.dtype, args.hdim, args.out, args.seqlen, args.seqlen_k, args.batch,
-                          args.heads, args.thread, args.causal, [p for p in args.pictures.split(",") if p])
+        if args.op == "bwd":
+            summary = explain_backward(args.dtype, args.hdim, args.out, pictures)
+        else:
+            summary = explain(args.arch, args.dtype, args.hdim, args.out, args.seqlen, args.seqlen_k, args.batch,
+                              args.heads, args.thread, args.causal, pictures)
     except ValueError as e:
         parser.error(str(e))
     print(Path(args.out, "summary.txt").read_text(), end="")
