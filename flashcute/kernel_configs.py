@@ -269,8 +269,21 @@ def gmma_op(dtype, n, source):
     return f"SM90_64x{atom_n}x16_F32{t}{t}_{source}"
 
 
+def gmma_tiled_mma(dtype, n, source, warpgroups_m, warpgroups_n=1):
+    """``make_tiled_mma(GMMA::{ss,rs}_op_selector<..., Shape<_64, n, K>>(), Layout<Shape<m, n, _1>>{})``: one
+    64-row GMMA atom per warpgroup, warpgroups_m of them along M and warpgroups_n along N."""
+    return make_tiled_mma(mma_atom(gmma_op(dtype, n, source)),
+                          Layout((Int(warpgroups_m), Int(warpgroups_n), Int(1))))
+
+
 def _round_up(x, m):
     return -(-x // m) * m
+
+
+def launch_regs(n_threads):
+    """kLaunchRegs: __launch_bounds__(kNumThreads, 1) lets each thread have 65536 / kNumThreads registers, in steps
+    of 8; ptxas reports this count, and setmaxnreg can only redistribute it."""
+    return REGS_PER_SM // n_threads // 8 * 8
 
 
 def k_major_smem_atom(width, bits):
@@ -326,9 +339,7 @@ class Sm90Config(_ElementConfig):
 
     @property
     def launch_regs(self):
-        """kLaunchRegs: __launch_bounds__(kNumThreads, 1) lets each thread have 65536 / kNumThreads registers,
-        in steps of 8; ptxas reports this count, and setmaxnreg can only redistribute it."""
-        return REGS_PER_SM // self.n_threads // 8 * 8
+        return launch_regs(self.n_threads)
 
     @property
     def tile_shape_mnk(self):
@@ -402,19 +413,15 @@ class Sm90Config(_ElementConfig):
         return self.block_n * self.head_dim * self.element_bytes
 
     # -- tensor cores ----------------------------------------------------------------------
-    @property
-    def atom_layout_mnk(self):
-        return Layout((Int(self.n_mma_warpgroups), Int(1), Int(1)))
-
     @cached_property
     def tiled_mma_s(self):
-        """S = Q.K^T, both operands K-major in shared memory (SS)."""
-        return make_tiled_mma(mma_atom(gmma_op(self.dtype, self.block_n, "SS")), self.atom_layout_mnk)
+        """S = Q.K^T, both operands K-major in shared memory (SS); the warpgroups along M."""
+        return gmma_tiled_mma(self.dtype, self.block_n, "SS", self.n_mma_warpgroups)
 
     @cached_property
     def tiled_mma_o(self):
         """O += P.V: P from registers, V^T MN-major in shared memory (RS)."""
-        return make_tiled_mma(mma_atom(gmma_op(self.dtype, self.head_dim, "RS")), self.atom_layout_mnk)
+        return gmma_tiled_mma(self.dtype, self.head_dim, "RS", self.n_mma_warpgroups)
 
     @cached_property
     def smem_tiled_copy_o(self):
@@ -493,7 +500,7 @@ class Sm90BwdConfig(_ElementConfig):
 
     @property
     def launch_regs(self):
-        return REGS_PER_SM // self.n_threads // 8 * 8
+        return launch_regs(self.n_threads)
 
     @property
     def dq_head_dim_per_warpgroup(self):
@@ -579,25 +586,21 @@ class Sm90BwdConfig(_ElementConfig):
         return 2 * self.block_n * self.head_dim * self.element_bytes
 
     # -- tensor cores ----------------------------------------------------------------------
-    @property
-    def atom_layout_keys(self):
-        return Layout((Int(self.n_mma_warpgroups), Int(1), Int(1)))
-
     @cached_property
     def tiled_mma_sdp(self):
-        """S^T = K.Q^T and dP^T = V.dO^T: (block_n, block_m), SS."""
-        return make_tiled_mma(mma_atom(gmma_op(self.dtype, self.block_m, "SS")), self.atom_layout_keys)
+        """S^T = K.Q^T and dP^T = V.dO^T: (block_n, block_m), SS; the warpgroups along the keys (M)."""
+        return gmma_tiled_mma(self.dtype, self.block_m, "SS", self.n_mma_warpgroups)
 
     @cached_property
     def tiled_mma_dkv(self):
         """dV += P^T.dO and dK += dS^T.Q: (block_n, head_dim), P^T and dS^T from registers (RS)."""
-        return make_tiled_mma(mma_atom(gmma_op(self.dtype, self.head_dim, "RS")), self.atom_layout_keys)
+        return gmma_tiled_mma(self.dtype, self.head_dim, "RS", self.n_mma_warpgroups)
 
     @cached_property
     def tiled_mma_dq(self):
         """dQ = dS.K: (block_m, head_dim), block_m over atom_dq_m warpgroups and the head dim over the rest."""
-        warpgroups = Layout((Int(self.atom_dq_m), Int(self.n_mma_warpgroups // self.atom_dq_m), Int(1)))
-        return make_tiled_mma(mma_atom(gmma_op(self.dtype, self.dq_head_dim_per_warpgroup, "SS")), warpgroups)
+        return gmma_tiled_mma(self.dtype, self.dq_head_dim_per_warpgroup, "SS", self.atom_dq_m,
+                              self.n_mma_warpgroups // self.atom_dq_m)
 
     @cached_property
     def smem_tiled_copy_ds(self):

@@ -76,11 +76,6 @@ class Sm90BwdTile:
     stages: int = 2
     atom_dq_m: int = 1
 
-    @property
-    def n_threads(self):
-        """kNumThreads: the producer warpgroup and one consumer warpgroup per 64 keys."""
-        return 128 * (1 + self.block_n // 64)
-
 
 @dataclass(frozen=True)
 class Kernel:

@@ -125,8 +125,6 @@ def numbers(kernel, dtype, target, causal):
     measured = MEASURED.get((kernel.name, dtype, target, causal))
     if measured is None or kernel.arch == "sm80":
         return measured
-    if kernel.op == "bwd":
-        return (kernel_configs.REGS_PER_SM // kernel.tile.n_threads // 8 * 8, *measured[1:])
     return (kernel_configs.config_for(kernel, dtype).launch_regs, *measured[1:])
 
 
