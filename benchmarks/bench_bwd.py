@@ -35,6 +35,7 @@ import argparse
 import contextlib
 import importlib.metadata
 import json
+import statistics
 import sys
 import time
 
@@ -119,12 +120,10 @@ def bench_shape(dtype, head_dim, causal, batch, seqlen, heads_q, heads_kv, paper
         for (kind, name), times in ms_rounds.items():
             if name in rows[kind]["notes"]:
                 continue
-            rates = sorted(PASSES[kind] * fwd_flops / (ms * 1e-3) / 1e12 for ms in times)
-            rows[kind]["tflops"][name] = rates[len(rates) // 2] if len(rates) % 2 else (
-                rates[len(rates) // 2 - 1] + rates[len(rates) // 2]) / 2
+            rates = [PASSES[kind] * fwd_flops / (ms * 1e-3) / 1e12 for ms in times]
+            rows[kind]["tflops"][name] = statistics.median(rates)
             if rounds > 1:
-                rows[kind].setdefault("tflops_rounds", {})[name] = [PASSES[kind] * fwd_flops / (ms * 1e-3) / 1e12
-                                                                     for ms in times]
+                rows[kind].setdefault("tflops_rounds", {})[name] = rates
 
     # Autograd leaves: (b, s, h, d) for flashcute and FlashAttention-4, contiguous (b, h, s, d) for SDPA (its
     # preferred layout), GQA through enable_gqa.

@@ -12,11 +12,10 @@ import json
 from pathlib import Path
 
 from .. import kernel_configs, kernel_table
-from ..layout import Int, Layout, composition, size, to_str, upcast
-from ..layout.draw import draw_bank_map, draw_mma, draw_tv
+from ..layout import to_str
+from ..layout.draw import draw_mma, draw_tv
 from . import ptxas
-from .draw import SMEM_PICTURE_ROWS, _save_drawing
-from .smem import smem_stage
+from .draw import _save_drawing, draw_chunk_banks
 
 BWD_PICTURES = ("smem", "mma_tv")
 
@@ -77,18 +76,12 @@ def bwd_summary_text(s):
 
 def draw_bwd_smem(cfg, out_dir):
     """Q (= dO), K and dS in 16-byte chunks: the first bank of each, stage 0, the first rows."""
-    per_chunk = 16 // cfg.element_bytes
     files = []
     for name, layout, rows_are, cols_are in (
             ("SmemLayoutQ", cfg.smem_layout_q, "query positions", "16-byte chunks of the head dim (= SmemLayoutdO)"),
             ("SmemLayoutK", cfg.smem_layout_k, "key positions", "16-byte chunks of the head dim"),
             ("SmemLayoutdS", cfg.smem_layout_ds, "query positions", "16-byte chunks of the keys")):
-        chunks = upcast(smem_stage(layout), per_chunk)
-        rows = min(int(size(chunks, 0)), SMEM_PICTURE_ROWS)
-        shown = composition(chunks, (Layout(Int(rows)), Layout(size(chunks, 1))))
-        title = (f"{name} = {layout}\nfirst bank of each 16-byte chunk; rows: {rows_are}, columns: {cols_are}; "
-                 f"rows 0-{rows - 1} of {int(size(chunks, 0))}")
-        files += _save_drawing(draw_bank_map(shown, 16, title=title), out_dir, f"smem_{name}")
+        files += draw_chunk_banks(name, layout, cfg.element_bytes, f"rows: {rows_are}, columns: {cols_are}", out_dir)
     return files
 
 

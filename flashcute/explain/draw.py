@@ -96,21 +96,27 @@ def smem_pictures(cfg):
             ("SmemLayoutVt", cfg.smem_layout_vt, f" (V read as V^T; stage 0 of {cfg.stages})"))
 
 
+def draw_chunk_banks(name, layout, element_bytes, what, out_dir, max_rows=SMEM_PICTURE_ROWS, also=""):
+    """One shared-memory layout (stage 0) in 16-byte chunks (the unit the swizzle permutes): the first bank of
+    every chunk, its first max_rows rows (None: all), as smem_<name>."""
+    chunks = upcast(smem_stage(layout), 16 // element_bytes)
+    total = int(size(chunks, 0))
+    rows = total if max_rows is None else min(total, max_rows)
+    shown = composition(chunks, (Layout(Int(rows)), Layout(size(chunks, 1))))
+    title = (f"{name}{also} = {layout}\nfirst bank of each 16-byte chunk; {what}"
+             + (f"; rows 0-{rows - 1} of {total}" if rows < total else ""))
+    return _save_drawing(draw_bank_map(shown, 16, title=title), out_dir, f"smem_{name}")
+
+
 def draw_smem_layouts(cfg, out_dir):
-    """Each shared-memory layout in 16-byte chunks (the unit the swizzle permutes): the first bank of
-    every chunk, from the mirror's layout itself."""
-    per_chunk = 16 // cfg.element_bytes
+    """Each shared-memory layout of the kernel, from the mirror's layout itself (draw_chunk_banks)."""
     files = []
     for name, layout, also in smem_pictures(cfg):
-        chunks = upcast(smem_stage(layout), per_chunk)
-        rows = min(int(size(chunks, 0)), SMEM_PICTURE_ROWS) if name != "SmemLayoutVt" else int(size(chunks, 0))
-        shown = composition(chunks, (Layout(Int(rows)), Layout(size(chunks, 1))))
-        what = ("rows: head dim in 16-byte chunks, columns: key positions" if name == "SmemLayoutVt" else
+        transposed = name == "SmemLayoutVt"
+        what = ("rows: head dim in 16-byte chunks, columns: key positions" if transposed else
                 "rows: sequence positions, columns: 16-byte chunks of the head dim")
-        title = (f"{name}{also} = {layout}\nfirst bank of each 16-byte chunk; {what}"
-                 + (f"; rows 0-{rows - 1} of {int(size(chunks, 0))}" if rows < int(size(chunks, 0)) else ""))
-        drawing = draw_bank_map(shown, 16, title=title)
-        files += _save_drawing(drawing, out_dir, f"smem_{name}")
+        files += draw_chunk_banks(name, layout, cfg.element_bytes, what, out_dir,
+                                  max_rows=None if transposed else SMEM_PICTURE_ROWS, also=also)
     return files
 
 
