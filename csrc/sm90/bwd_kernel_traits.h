@@ -109,7 +109,7 @@ struct BwdKernelTraits {
 
   using PipelineQdO = cutlass::PipelineTmaAsync<kStages>;
   static constexpr uint32_t kTmaBytesQdO = kBlockM * kHeadDim * sizeof(Element) + kBlockM * sizeof(float);
-  static constexpr uint32_t kTmaBytesKorV = kBlockN * kHeadDim * sizeof(Element);  // K (or V): with the first Q (dO)
+  static constexpr uint32_t kTmaBytesKV = kBlockN * kHeadDim * sizeof(Element);  // K or V: with the first Q or dO
 
   struct SharedStorage {
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> smem_q;

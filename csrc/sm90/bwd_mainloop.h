@@ -148,14 +148,14 @@ struct BwdMainloop {
       bool const first = m_block == range.m_block_min;
       int const stage = pipes.state.index();
       // K's (V's) bytes are expected before the stage's arrival, so the phase cannot complete without them.
-      if (first) { pipes.q.producer_expect_transaction(pipes.state, Traits::kTmaBytesKorV); }
+      if (first) { pipes.q.producer_expect_transaction(pipes.state, Traits::kTmaBytesKV); }
       pipes.q.producer_acquire(pipes.state);
       auto* q_full = pipes.q.producer_get_barrier(pipes.state);
       if (first) { copy(params.tma_load_k.with(*q_full), tKgK, tKsK); }
       copy(params.tma_load_q.with(*q_full), tQgQ(_, m_block), tQsQ(_, stage));
       if (first) { wait_for_prior_grid(); }  // LSE and D: the preprocess's
       SM90_BULK_COPY_G2S::copy(&gLSELog2(0, m_block), q_full, &sLSELog2(0, stage), kRowStatBytes);
-      if (first) { pipes.dO.producer_expect_transaction(pipes.state, Traits::kTmaBytesKorV); }
+      if (first) { pipes.dO.producer_expect_transaction(pipes.state, Traits::kTmaBytesKV); }
       pipes.dO.producer_acquire(pipes.state);
       auto* do_full = pipes.dO.producer_get_barrier(pipes.state);
       if (first) { copy(params.tma_load_v.with(*do_full), tVgV, tVsV); }
