@@ -563,7 +563,7 @@ class Sm90BwdConfig(_ElementConfig):
     @property
     def smem_bytes(self):
         """sizeof(SharedStorage): Q, dO, K, V, dS (1024-aligned), the float32 dQ buffers, LSE and D rows (128),
-        the Q and dO pipelines' full and empty barriers and the K/V barrier; the struct is 1024-aligned."""
+        the Q and dO pipelines' full and empty barriers; the struct is 1024-aligned."""
         def array(layout, element_bytes, align):
             return int(cosize(layout)) * element_bytes, align
         rows = self.block_m * self.stages * 4
@@ -574,7 +574,6 @@ class Sm90BwdConfig(_ElementConfig):
             array(self.smem_layout_ds, e, SMEM_ALIGN), array(self.smem_layout_dq, 4, 128),
             (rows, 128), (rows, 128),
             (2 * self.stages * MBARRIER_BYTES, MBARRIER_BYTES), (2 * self.stages * MBARRIER_BYTES, MBARRIER_BYTES),
-            (MBARRIER_BYTES, MBARRIER_BYTES),
         ])
 
     @property
@@ -583,7 +582,8 @@ class Sm90BwdConfig(_ElementConfig):
 
     @property
     def tma_bytes_kv(self):
-        return 2 * self.block_n * self.head_dim * self.element_bytes
+        """K's (or V's) bytes, expected on the first Q (dO) stage's barrier."""
+        return self.block_n * self.head_dim * self.element_bytes
 
     # -- tensor cores ----------------------------------------------------------------------
     @cached_property

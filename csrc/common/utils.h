@@ -95,4 +95,20 @@ __device__ __forceinline__ auto convert_type(Tensor<Engine, Layout> const& src) 
   return dst;
 }
 
+// Programmatic dependent launch (SM90 on; no-ops on older GPUs and for kernels launched without it). A kernel
+// launched with cudaLaunchAttributeProgrammaticStreamSerialization may start while the kernel before it on the
+// stream still runs: wait_for_prior_grid() returns once that kernel has completed and its writes are visible to
+// this grid, so every read of its outputs comes after it; allow_dependent_grids() lets the next such kernel start.
+__device__ __forceinline__ void wait_for_prior_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void allow_dependent_grids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 }  // namespace flashcute

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 
+#include "common/launch.h"
 #include "common/params.h"
 #include "sm80/bwd_kernel.h"
 #include "sm80/bwd_kernel_traits.h"
@@ -14,12 +15,20 @@
 
 namespace flashcute::sm80 {
 
+// after_prior_grid_starts: launched while the kernel before it may still run (the SM90 backward's), which the
+// postprocess waits for before reading the accumulators.
 template <class Traits, Grad kGrad>
-void launch_postprocess(BwdParams const& params, int row_blocks, int heads, cudaStream_t stream) {
+void launch_postprocess(BwdParams const& params, int row_blocks, int heads, cudaStream_t stream,
+                        bool after_prior_grid_starts = false) {
   constexpr int kSmemBytes = PostprocessOf<Traits, kGrad>::kSmemBytes;
   static_assert(kSmemBytes <= 48 * 1024);
-  bwd_postprocess_kernel<Traits, kGrad>
-      <<<dim3(row_blocks, heads, params.batch), Traits::kNThreads, kSmemBytes, stream>>>(params);
+  dim3 const grid(row_blocks, heads, params.batch);
+  if (after_prior_grid_starts) {
+    launch_after_prior_grid_starts(&bwd_postprocess_kernel<Traits, kGrad>, grid, dim3(Traits::kNThreads), kSmemBytes,
+                                   stream, params);
+  } else {
+    bwd_postprocess_kernel<Traits, kGrad><<<grid, Traits::kNThreads, kSmemBytes, stream>>>(params);
+  }
 }
 
 template <class Traits, bool kCausal>

@@ -39,6 +39,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_postprocess_kernel(__gr
   int const bidh = blockIdx.y;  // a query head for dQ, a key/value head for dK and dV
   int const bidb = blockIdx.z;
   int const tidx = threadIdx.x;
+  wait_for_prior_grid();  // launched programmatically after the SM90 backward kernel: its accumulators complete
   SeqInfo const seq(params, bidb);
 
   auto [mdO, mdQ, mdK, mdV] = make_grad_tensors<Element>(params, seq, bidh, bidh);

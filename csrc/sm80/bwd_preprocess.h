@@ -24,6 +24,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_preprocess_kernel(__gri
   int const bidh = blockIdx.y;
   int const bidb = blockIdx.z;
   int const tidx = threadIdx.x;
+  allow_dependent_grids();  // the SM90 backward kernel may start; it waits for this grid before reading its outputs
   SeqInfo const seq(params, bidb);
   int const row_end = seq.seqlen_q() - m_block * kBlockM;  // valid rows of this block
   if (row_end <= 0) { return; }  // past a shorter sequence of a variable-length batch (its rows are never read)

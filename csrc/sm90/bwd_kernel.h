@@ -6,8 +6,8 @@
 // (bwd_epilogue.h). The preprocess (D, LSE * log2(e), zeroed dQ accumulator) runs before, the postprocess (dQ; dK
 // and dV with GQA) after.
 //
-// Barriers: barrier_kv (K and V landed, waited once); the Q and dO pipelines (full: TMA bytes, empty: every
-// consumer thread after the gemm that last read the stage); named kdS (consumers, before the dQ gemm reads dS),
+// Barriers: the Q and dO pipelines (full: TMA bytes, K's with the first Q block and V's with the first dO block, so
+// the first S^T gemm waits for K and Q only; empty: every consumer thread after the gemm that last read the stage); named kdS (consumers, before the dQ gemm reads dS),
 // kdQEmptyFirst / kdQFullFirst + i (consumer warpgroup i + the dQ warp, around that warpgroup's chunk of the two dQ
 // buffers), kEpilogue (consumers).
 #pragma once
@@ -18,6 +18,7 @@
 #include "common/block_range.h"
 #include "common/params.h"
 #include "common/seqlen.h"
+#include "common/utils.h"
 #include "sm90/bwd_epilogue.h"
 #include "sm90/bwd_kernel_traits.h"
 #include "sm90/bwd_mainloop.h"
@@ -62,10 +63,12 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   if (warp_idx == 0 && cute::elect_one_sync()) {
     Mainloop::prefetch_descriptors(params.mainloop);
     Epilogue::prefetch_descriptors(params.epilogue);
-    shared.barrier_kv.init(/*arrive_count=*/1);
   }
   BwdPipelines<Traits> pipes(shared, is_producer);
   __syncthreads();  // barriers initialised (and fenced) before anyone waits on them
+  // Launched programmatically after the preprocess (bwd_launch.h): the producer waits for it before reading what it
+  // wrote (LSE, D, the zeroed dQ accumulator); the postprocess may be launched now, and waits for this grid.
+  allow_dependent_grids();
 
   if (is_producer) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
@@ -86,7 +89,6 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     clear(tdKrdK);
     clear(tdVrdV);
     if (has_work) {
-      shared.barrier_kv.wait(0);
       Mainloop::mma(bwd, shared, pipes, tdKrdK, tdVrdV, seq, n_block, range, thread_idx);
     }
     // dK = scale * dS^T.Q: the softmax scale, left out of the loop, once here.

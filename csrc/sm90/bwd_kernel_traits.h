@@ -108,9 +108,8 @@ struct BwdKernelTraits {
   using SmemCopyAtomdKV = Copy_Atom<SM90_U32x4_STSM_N, Element>;
 
   using PipelineQdO = cutlass::PipelineTmaAsync<kStages>;
-  using BarrierKV = cutlass::arch::ClusterTransactionBarrier;
   static constexpr uint32_t kTmaBytesQdO = kBlockM * kHeadDim * sizeof(Element) + kBlockM * sizeof(float);
-  static constexpr uint32_t kTmaBytesKV = 2 * kBlockN * kHeadDim * sizeof(Element);
+  static constexpr uint32_t kTmaBytesKV = kBlockN * kHeadDim * sizeof(Element);  // K or V: with the first Q or dO
 
   struct SharedStorage {
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> smem_q;
@@ -123,7 +122,6 @@ struct BwdKernelTraits {
     cute::array_aligned<float, cute::cosize_v<SmemLayoutRowStats>, 128> smem_dsum;
     typename PipelineQdO::SharedStorage pipeline_q;
     typename PipelineQdO::SharedStorage pipeline_do;
-    BarrierKV barrier_kv;
   };
   static constexpr int kMaxSmemBytes = 227 * 1024;
   static constexpr int kSmemBytes = sizeof(SharedStorage);

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include "common/launch.h"
 #include "common/params.h"
 #include "sm80/bwd_launch.h"
 #include "sm90/bwd_kernel.h"
@@ -24,18 +25,23 @@ void launch_bwd(BwdParams const& params, cudaStream_t stream) {
 
   BwdKernelParams<Traits, kCausal> const kernel_params{params, BwdMainloop<Traits, kCausal>::make_params(params),
                                                        BwdEpilogue<Traits>::make_params(params)};
+  // The kernel and the postprocess start while the kernel before each still runs (their prologues and launch
+  // latency hidden); each waits for it before reading its outputs (wait_for_prior_grid).
   auto kernel = &bwd_kernel<Traits, kCausal>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   dim3 const grid(blocks(params.seqlen_k, Traits::kBlockN), params.heads_q, params.batch);
-  kernel<<<grid, Traits::kNumThreads, kSmemBytes, stream>>>(kernel_params);
+  launch_after_prior_grid_starts(kernel, grid, dim3(Traits::kNumThreads), kSmemBytes, stream, kernel_params);
 
+  constexpr bool kAfterPriorGridStarts = true;
   sm80::launch_postprocess<PrePost, sm80::Grad::kDQ>(params, blocks(params.seqlen_q, Traits::kBlockM), params.heads_q,
-                                                     stream);
+                                                     stream, kAfterPriorGridStarts);
   if (params.dk_accum_ptr != nullptr) {
     int const kv_blocks = blocks(params.seqlen_k, Traits::kBlockN);
-    sm80::launch_postprocess<PrePost, sm80::Grad::kDK>(params, kv_blocks, params.heads_kv, stream);
-    sm80::launch_postprocess<PrePost, sm80::Grad::kDV>(params, kv_blocks, params.heads_kv, stream);
+    sm80::launch_postprocess<PrePost, sm80::Grad::kDK>(params, kv_blocks, params.heads_kv, stream,
+                                                       kAfterPriorGridStarts);
+    sm80::launch_postprocess<PrePost, sm80::Grad::kDV>(params, kv_blocks, params.heads_kv, stream,
+                                                       kAfterPriorGridStarts);
   }
 }
 

@@ -1,9 +1,11 @@
 // The SM90 backward mainloop of one K/V block: the producer's TMA loads, the dQ warp's bulk reductions and the
 // consumers' five gemms per Q block.
 //
-// Producer (one thread): K and V once (barrier_kv), then for each Q block that sees them Q with its rows'
-// LSE * log2(e), and dO with its rows' D, through kStages-deep pipelines (TMA for the tiles, a bulk copy for the
-// row statistics, all counted on the stage's full barrier). TMA zero-fills rows past seqlen and columns past
+// Producer (one thread): for each Q block that sees the K/V block, Q with its rows' LSE * log2(e), and dO with its
+// rows' D, through kStages-deep pipelines (TMA for the tiles, a bulk copy for the row statistics, all counted on the
+// stage's full barrier); K rides on the first Q block's barrier and V on the first dO block's, so the first S^T
+// gemm needs only K and Q. Q, K, V and dO are loaded before the preprocess has finished (programmatic launch); LSE
+// and D, which it writes, after. TMA zero-fills rows past seqlen and columns past
 // head_dim; the statistics of padding rows are +inf and 0 (the preprocess wrote them), so their P and dS are 0.
 //
 // Consumer warpgroups (64 keys each), per Q block m:
@@ -141,19 +143,22 @@ struct BwdMainloop {
     auto [tVgV, tVsV] = tma_partition(params.tma_load_v, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sV),
                                       group_modes<0, 2>(gV));  // (TMA), (TMA)
 
-    shared.barrier_kv.arrive_and_expect_tx(Traits::kTmaBytesKV);
-    copy(params.tma_load_k.with(reinterpret_cast<uint64_t&>(shared.barrier_kv)), tKgK, tKsK);
-    copy(params.tma_load_v.with(reinterpret_cast<uint64_t&>(shared.barrier_kv)), tVgV, tVsV);
-
     constexpr int kRowStatBytes = kBlockM * sizeof(float);
     for (int m_block = range.m_block_min; m_block < range.m_block_max; ++m_block) {
+      bool const first = m_block == range.m_block_min;
       int const stage = pipes.state.index();
+      // K's (V's) bytes are expected before the stage's arrival, so the phase cannot complete without them.
+      if (first) { pipes.q.producer_expect_transaction(pipes.state, Traits::kTmaBytesKV); }
       pipes.q.producer_acquire(pipes.state);
       auto* q_full = pipes.q.producer_get_barrier(pipes.state);
+      if (first) { copy(params.tma_load_k.with(*q_full), tKgK, tKsK); }
       copy(params.tma_load_q.with(*q_full), tQgQ(_, m_block), tQsQ(_, stage));
+      if (first) { wait_for_prior_grid(); }  // LSE and D: the preprocess's
       SM90_BULK_COPY_G2S::copy(&gLSELog2(0, m_block), q_full, &sLSELog2(0, stage), kRowStatBytes);
+      if (first) { pipes.dO.producer_expect_transaction(pipes.state, Traits::kTmaBytesKV); }
       pipes.dO.producer_acquire(pipes.state);
       auto* do_full = pipes.dO.producer_get_barrier(pipes.state);
+      if (first) { copy(params.tma_load_v.with(*do_full), tVgV, tVsV); }
       copy(params.tma_load_do.with(*do_full), tdOgdO(_, m_block), tdOsdO(_, stage));
       SM90_BULK_COPY_G2S::copy(&gD(0, m_block), do_full, &sD(0, stage), kRowStatBytes);
       ++pipes.state;
@@ -176,6 +181,7 @@ struct BwdMainloop {
     constexpr int kBuffers = Traits::kdQStages;
     constexpr int kChunk = Traits::kdQChunkElems;
     bool const lane0 = cute::elect_one_sync();
+    wait_for_prior_grid();  // the preprocess has zeroed the dQ accumulator
     float* const dq_accum_head = bwd.dq_accum_ptr + (seq.q_accum_offset() + int64_t(bidh) * seq.q_accum_rows()) * kHeadDim;
     int* const turnstile = bwd.dq_semaphore == nullptr ? nullptr
         : bwd.dq_semaphore + seq.q_semaphore_offset() + int64_t(bidh) * seq.q_semaphores();
