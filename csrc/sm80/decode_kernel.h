@@ -65,9 +65,20 @@ __global__ void append_kv_kernel(__grid_constant__ DecodeParams const params) {
            cache_row_offset(params, b, key, params.v_batch_stride, params.v_row_stride), params.v_head_stride);
 }
 
-// Decode CTAs resident per SM, which the split count plans for: the tiles' 40-96 KiB of shared memory allow two on
+// Decode CTAs resident per SM, which the split count plans for: the tiles' 60-100 KiB of shared memory allow two on
 // A100 and Hopper, and so do their registers (asked for more, ptxas spills: hdim 64 at 3 per SM, 80-116 B).
 constexpr int kDecodeCtasPerSm = 2;
+
+// Two stages of K and V (mainloop.h KVPipeline) where kDecodeCtasPerSm CTAs with them fit an A100's 164 KiB of
+// shared memory per SM (hdim 64); else one K and one V buffer, with K(n-1) issued early.
+template <class Traits>
+constexpr KVPipeline decode_pipeline() {
+  int const two_stage_bytes = Traits::kSmemBytes + 2 * Traits::kSmemKVElems * int(sizeof(typename Traits::Element));
+  return kDecodeCtasPerSm * two_stage_bytes <= 160 * 1024 ? KVPipeline::kTwoStages : KVPipeline::kOneBufferKEarly;
+}
+
+template <class Traits, bool kCausal>
+using DecodeMainloop = Mainloop<Traits, kCausal, decode_pipeline<Traits>()>;
 
 // Grid (Q blocks x num_splits, heads_q / pack_group, batch).
 template <class Traits, bool kCausal, bool kPaged>
@@ -75,11 +86,11 @@ __global__ void __launch_bounds__(Traits::kNThreads, kDecodeCtasPerSm)
     split_kv_kernel(__grid_constant__ DecodeParams const params) {
   using Element = typename Traits::Element;
   using TileShape_MNK = typename Traits::TileShape_MNK;
-  using Mainloop = sm80::Mainloop<Traits, kCausal, /*kLoadKEarly=*/true>;
+  using Mainloop = DecodeMainloop<Traits, kCausal>;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kHeadDim = Traits::kHeadDim;
 
-  extern __shared__ __align__(128) char smem[];  // Traits::kSmemBytes, then PagedKV's row offsets when paged
+  extern __shared__ __align__(128) char smem[];  // Mainloop::kSmemBytes, then PagedKV's row offsets when paged
 
   int const group = params.pack_group;
   int const rows = params.seqlen_q * group;  // of a (batch, K/V head) with grouping, else of a (batch, query head)
@@ -130,7 +141,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, kDecodeCtasPerSm)
     PagedKV<Traits::kBlockN, Traits::kNThreads> kv{params.block_table + bidb * params.block_table_batch_stride,
                                                    params.page_size, params.num_pages, params.k_batch_stride,
                                                    params.k_row_stride, params.v_batch_stride, params.v_row_stride,
-                                                   reinterpret_cast<int64_t*>(smem + Traits::kSmemBytes), tidx};
+                                                   reinterpret_cast<int64_t*>(smem + Mainloop::kSmemBytes), tidx};
     Mainloop::mma(gQ, q, gK, gV, kv, sQ, sK, sV, acc_o, softmax, params, seq, m_block, range, tidx);
   } else {
     Tensor gK = local_tile(mK, select<1, 2>(TileShape_MNK{}), make_coord(_, 0));  // (BLK_N, D, n)

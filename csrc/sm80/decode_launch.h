@@ -44,7 +44,7 @@ template <class Traits, bool kCausal, bool kPaged>
 void launch_split_kv(DecodeParams const& params, cudaStream_t stream) {
   auto kernel = &split_kv_kernel<Traits, kCausal, kPaged>;
   using Paged = PagedKV<Traits::kBlockN, Traits::kNThreads>;
-  constexpr int kSmemBytes = Traits::kSmemBytes + (kPaged ? Paged::kSmemBytes : 0);
+  constexpr int kSmemBytes = DecodeMainloop<Traits, kCausal>::kSmemBytes + (kPaged ? Paged::kSmemBytes : 0);
   if constexpr (kSmemBytes >= 48 * 1024) {
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   }

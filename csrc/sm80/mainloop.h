@@ -1,16 +1,17 @@
 // The SM80 mainloop of one Q block: Q stays in shared memory, K/V blocks are walked from the last visible one
 // down to 0 (so the masked blocks come first and the rest run mask-free), and the online softmax rescales the O
-// accumulator in registers.
-//
-// Copies overlap the tensor cores with one K buffer and one V buffer:
-//   wait K(n) | issue V(n) | S = Q.K(n)^T, mask | wait V(n) | issue K(n-1) | softmax | O += P.V(n)
-// kLoadKEarly (the decode kernel, bound by memory): K(n-1) is issued as soon as S(n) is done with K(n), before
-// waiting for V(n), so two blocks are in flight for a while:
-//   wait K(n) | issue V(n) | S = Q.K(n)^T, mask | issue K(n-1) | wait V(n) | softmax | O += P.V(n)
+// accumulator in registers. Copies overlap the tensor cores in one of three pipelines (KVPipeline):
+//   kOneBuffer (the forward): one K buffer and one V buffer
+//     wait K(n) | issue V(n) | S = Q.K(n)^T, mask | wait V(n) | issue K(n-1) | softmax | O += P.V(n)
+//   kOneBufferKEarly (decode, bound by memory): K(n-1) is issued as soon as S(n) is done with K(n), before waiting
+//   for V(n), so two blocks are in flight for a while
+//     wait K(n) | issue V(n) | S = Q.K(n)^T, mask | issue K(n-1) | wait V(n) | softmax | O += P.V(n)
+//   kTwoStages (decode where two stages of K and V fit): block n - 1 loads into one stage while block n is used
+//     wait K(n), V(n) | S = Q.K(n)^T, mask | softmax | O += P.V(n) | issue K(n-2), V(n-2) into n's stage
 // Loads are predicated cp.async; the gemms' shared-memory -> register (ldmatrix) copies run one k-slice ahead of
 // the mma.sync. Where Q rows and K/V blocks live in global memory is the caller's policy (gemm.h): a head's rows or
-// grouped query heads; contiguous or paged K/V, whose page lookups for block n-1 are fetched before S(n) and
-// published to shared memory (as each row's K and V offsets) after it.
+// grouped query heads; contiguous or paged K/V, whose page lookups for a block are fetched a step before its
+// copies are issued and published to shared memory in between.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -26,7 +27,9 @@ namespace flashcute::sm80 {
 
 using namespace cute;
 
-template <class Traits, bool kCausal, bool kLoadKEarly = false>
+enum class KVPipeline { kOneBuffer, kOneBufferKEarly, kTwoStages };
+
+template <class Traits, bool kCausal, KVPipeline kPipeline = KVPipeline::kOneBuffer>
 struct Mainloop {
   using Element = typename Traits::Element;
   using TileShape_MNK = typename Traits::TileShape_MNK;
@@ -43,7 +46,12 @@ struct Mainloop {
     return make_layout(make_layout(get<0>(l), get<2, 0>(l)), get<1>(l), get<2, 1>(l));
   }
 
-  // The shared memory the mainloop works in, from smem on: Q, then one K and one V buffer. -> (sQ, sK, sV)
+  static constexpr int kKVStages = kPipeline == KVPipeline::kTwoStages ? 2 : 1;
+  static constexpr int kKVStageElems = 2 * Traits::kSmemKVElems;  // a K and a V buffer
+  static constexpr int kSmemBytes = Traits::kSmemBytes + (kKVStages - 1) * kKVStageElems * sizeof(Element);
+
+  // The shared memory the mainloop works in, from smem on: Q, then kKVStages x (a K and a V buffer); stage 0's.
+  // -> (sQ, sK, sV)
   __device__ static auto smem_tensors(char* smem) {
     Tensor sQ = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), typename Traits::SmemLayoutQ{});
     Tensor sK = make_tensor(sQ.data() + Int<Traits::kSmemQElems>{}, typename Traits::SmemLayoutKV{});
@@ -104,13 +112,36 @@ struct Mainloop {
     Tensor tScS = make_rowcol(thr_mma.partition_C(make_identity_tensor(select<0, 1>(TileShape_MNK{}))));
     int const q_row_end = seq.seqlen_q() * q.group() - m_block * kBlockM;  // valid rows of this Q block
 
-    // Prologue: Q and the last visible K block (the only one that can be ragged) in flight.
+    // kTwoStages: block n's K and V buffers and their partitions are stage n % 2's, offset from stage 0's.
+    auto at_stage = [&](auto const& tensor, int n) {
+      return make_tensor(tensor.data() + (kKVStages == 2 ? (n % 2) * kKVStageElems : 0), tensor.layout());
+    };
+    auto load_kv = [&](auto check_rows, int n, int row_end) {  // kTwoStages: block n's K and V, one group
+      Tensor tKsK_n = at_stage(tKsK, n);
+      Tensor tVsV_n = at_stage(tVsV, n);
+      kv.template load<KVOperand::K, decltype(check_rows)::value>(gmem_tiled_copy_QKV, tKgK, n, tKsK_n, tKVcKV,
+                                                                  row_end, params.head_dim);
+      kv.template load<KVOperand::V, decltype(check_rows)::value>(gmem_tiled_copy_QKV, tVgV, n, tVsV_n, tKVcKV,
+                                                                  row_end, params.head_dim);
+      cp_async_fence();
+    };
+
+    // Prologue: Q and the last visible K block (the only one that can be ragged) in flight; with two stages its V
+    // and the next block's K and V too.
     int n_block = range.n_block_max - 1;
     q.load(gmem_tiled_copy_QKV, tQgQ, tQsQ, tQcQ, q_row_end, params.head_dim);
     kv.prefetch_first(n_block, seq.seqlen_k() - n_block * kBlockN);
-    kv.template load<KVOperand::K, true>(gmem_tiled_copy_QKV, tKgK, n_block, tKsK, tKVcKV,
-                                         seq.seqlen_k() - n_block * kBlockN, params.head_dim);
-    cp_async_fence();
+    if constexpr (kKVStages == 2) {
+      load_kv(cute::true_type{}, n_block, seq.seqlen_k() - n_block * kBlockN);
+      if (n_block > range.n_block_min) {
+        kv.prefetch_first(n_block - 1, kBlockN);
+        load_kv(cute::false_type{}, n_block - 1, kBlockN);
+      }
+    } else {
+      kv.template load<KVOperand::K, true>(gmem_tiled_copy_QKV, tKgK, n_block, tKsK, tKVcKV,
+                                           seq.seqlen_k() - n_block * kBlockN, params.head_dim);
+      cp_async_fence();
+    }
 
     Tensor acc_o_rowcol = make_rowcol(acc_o);
     auto step = [&](auto first, auto masked) __attribute__((always_inline)) {
@@ -118,41 +149,57 @@ struct Mainloop {
       constexpr bool kMasked = decltype(masked)::value;
       Tensor acc_s = partition_fragment_C(tiled_mma, select<0, 1>(TileShape_MNK{}));  // (MMA, MMA_M, MMA_N)
       clear(acc_s);
-      cp_async_wait<0>();
-      __syncthreads();  // K(n) landed; every warp is done with V(n+1)
-      // Only the first (last visible) block can be ragged: the rows of every later block are all in range.
-      kv.template load<KVOperand::V, kFirst>(gmem_tiled_copy_QKV, tVgV, n_block, tVsV, tKVcKV,
-                                             seq.seqlen_k() - n_block * kBlockN, params.head_dim);
-      cp_async_fence();
-      if (n_block > range.n_block_min) { kv.fetch(n_block - 1); }
+      bool const has_next = n_block > range.n_block_min;
+      [[maybe_unused]] bool const has_after_next = n_block - 1 > range.n_block_min;
+      if constexpr (kKVStages == 2) {
+        if (has_next) {
+          cp_async_wait<1>();
+        } else {
+          cp_async_wait<0>();
+        }
+        __syncthreads();  // K(n) and V(n) landed
+        if (has_after_next) { kv.fetch(n_block - 2); }
+      } else {
+        cp_async_wait<0>();
+        __syncthreads();  // K(n) landed; every warp is done with V(n+1)
+        // Only the first (last visible) block can be ragged: the rows of every later block are all in range.
+        kv.template load<KVOperand::V, kFirst>(gmem_tiled_copy_QKV, tVgV, n_block, tVsV, tKVcKV,
+                                               seq.seqlen_k() - n_block * kBlockN, params.head_dim);
+        cp_async_fence();
+        if (has_next) { kv.fetch(n_block - 1); }
+      }
 
-      gemm_ss(acc_s, tSrQ, tSrK, tSsQ, tSsK, tiled_mma, smem_tiled_copy_Q, smem_tiled_copy_K, smem_thr_copy_Q,
-              smem_thr_copy_K);
+      gemm_ss(acc_s, tSrQ, tSrK, tSsQ, at_stage(tSsK, n_block), tiled_mma, smem_tiled_copy_Q, smem_tiled_copy_K,
+              smem_thr_copy_Q, smem_thr_copy_K);
       Tensor scores = make_rowcol(acc_s);
       if constexpr (kMasked) {
         apply_mask<kCausal>(scores, tScS, m_block * kBlockM, n_block * kBlockN, seq.seqlen_k(), seq.causal_offset(),
                             q.group());
       }
 
-      auto load_next_k = [&]() {
-        kv.template load<KVOperand::K, false>(gmem_tiled_copy_QKV, tKgK, n_block - 1, tKsK, tKVcKV, kBlockN,
-                                              params.head_dim);
-        cp_async_fence();
-      };
-      if (n_block > range.n_block_min) { kv.publish(n_block - 1); }
-      if constexpr (kLoadKEarly) {
-        __syncthreads();  // every warp is done with K(n)
-        if (n_block > range.n_block_min) {
-          load_next_k();
-          cp_async_wait<1>();
+      if constexpr (kKVStages == 2) {
+        if (has_after_next) { kv.publish(n_block - 2); }
+      } else {
+        auto load_next_k = [&]() {
+          kv.template load<KVOperand::K, false>(gmem_tiled_copy_QKV, tKgK, n_block - 1, tKsK, tKVcKV, kBlockN,
+                                                params.head_dim);
+          cp_async_fence();
+        };
+        if (has_next) { kv.publish(n_block - 1); }
+        if constexpr (kPipeline == KVPipeline::kOneBufferKEarly) {
+          __syncthreads();  // every warp is done with K(n)
+          if (has_next) {
+            load_next_k();
+            cp_async_wait<1>();
+          } else {
+            cp_async_wait<0>();
+          }
+          __syncthreads();  // V(n) landed
         } else {
           cp_async_wait<0>();
+          __syncthreads();  // V(n) landed; every warp is done with K(n)
+          if (has_next) { load_next_k(); }
         }
-        __syncthreads();  // V(n) landed
-      } else {
-        cp_async_wait<0>();
-        __syncthreads();  // V(n) landed; every warp is done with K(n)
-        if (n_block > range.n_block_min) { load_next_k(); }
       }
 
       softmax.template rescale<kFirst, kMasked>(scores, acc_o_rowcol, params.softmax_scale_log2);
@@ -160,7 +207,14 @@ struct Mainloop {
       Tensor rP = convert_type<Element>(acc_s);
       Tensor tOrP = make_tensor(rP.data(), acc_as_operand_a(rP.layout()));  // (MMA, MMA_M, MMA_N / 2)
       CUTE_STATIC_ASSERT_V(size<2>(tOrP) == size<2>(tOrVt));  // P's k-slices are V^T's: P.V needs no smem trip
-      gemm_rs(acc_o, tOrP, tOrVt, tOsVt, tiled_mma, smem_tiled_copy_V, smem_thr_copy_V);
+      gemm_rs(acc_o, tOrP, tOrVt, at_stage(tOsVt, n_block), tiled_mma, smem_tiled_copy_V, smem_thr_copy_V);
+
+      if constexpr (kKVStages == 2) {
+        if (has_after_next) {
+          __syncthreads();  // every warp is done with stage n % 2; block n - 2's row offsets are published
+          load_kv(cute::false_type{}, n_block - 2, kBlockN);
+        }
+      }
     };
 
     // Blocks [n_block_unmasked, n_block_max) hold the ragged tail and the causal diagonal.
