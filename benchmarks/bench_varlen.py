@@ -1,12 +1,13 @@
 """Variable-length (packed) batches against the fixed-length kernel and FlashAttention-4's varlen, in one run.
 
-    python benchmarks/bench_varlen.py [--dtypes bf16] [--head-dims 128] [--peers fa4] [--out DIR]
+    python benchmarks/bench_varlen.py [--dtypes bf16] [--head-dims 128] [--backend auto] [--peers fa4] [--out DIR]
 
 Two mixes, hidden 2048: "uniform", 64 sequences of lengths uniform in [128, 4096] (seed 0), and "skewed", one
 16k sequence and 64 of 256. FLOPs are counted per sequence (4 * s_q * s_k * d * heads, halved for causal; x2.5
 for the backward). The fixed-length reference runs the same kernel on a batch of equal sequences with the same
 FLOPs: seqlen the root mean square of the mix's lengths, batch total tokens / seqlen. Forward and backward (the
-backward timed as the op alone). Prints a table, writes JSON and markdown to benchmarks/results/ (or --out).
+backward timed as the op alone); flashcute's varlen and fixed-length ops run on the same --backend (auto: sm90 on
+Hopper). Prints a table, writes JSON and markdown to benchmarks/results/ (or --out).
 """
 
 import argparse
@@ -36,7 +37,7 @@ def load_fa4_varlen():
         return None, f"{type(error).__name__}: {first_line(error)}"
 
 
-def bench(name, lengths, dtype, head_dim, causal, fa4):
+def bench(name, lengths, dtype, head_dim, causal, backend, fa4):
     heads = HIDDEN // head_dim
     total = sum(lengths)
     cu = torch.tensor([0] + lengths, device="cuda", dtype=torch.int32).cumsum(0, dtype=torch.int32)
@@ -53,20 +54,21 @@ def bench(name, lengths, dtype, head_dim, causal, fa4):
         except Exception as error:
             row["notes"][label] = first_line(error)
 
-    out, lse = torch.ops.flashcute.fwd_varlen(q, k, v, cu, cu, max_len, max_len, None, causal)
-    record("varlen fwd", lambda: torch.ops.flashcute.fwd_varlen(q, k, v, cu, cu, max_len, max_len, None, causal), work)
-    record("varlen bwd", lambda: torch.ops.flashcute.bwd_varlen(dout, q, k, v, out, lse, cu, cu, max_len, max_len,
-                                                                 None, causal), 2.5 * work)
+    lengths_args = (cu, cu, max_len, max_len, None, causal)
+    out, lse = torch.ops.flashcute.fwd_varlen(q, k, v, *lengths_args, None, backend)
+    record("varlen fwd", lambda: torch.ops.flashcute.fwd_varlen(q, k, v, *lengths_args, None, backend), work)
+    record("varlen bwd", lambda: torch.ops.flashcute.bwd_varlen(dout, q, k, v, out, lse, *lengths_args, None, False,
+                                                                 backend), 2.5 * work)
 
     # The fixed-length kernel at the same FLOPs: equal sequences of the mix's root-mean-square length.
     seqlen = round((sum(s * s for s in lengths) / len(lengths)) ** 0.5)
     batch = max(1, round(total / seqlen))
     fq, fk, fv, fdout = (torch.randn(batch, seqlen, heads, head_dim, device="cuda", dtype=dtype) for _ in range(4))
     fixed_work = flops([seqlen] * batch, head_dim, heads, causal)
-    fout, flse = torch.ops.flashcute.fwd(fq, fk, fv, None, causal, False, "sm80")
-    record("fixed fwd", lambda: torch.ops.flashcute.fwd(fq, fk, fv, None, causal, False, "sm80"), fixed_work)
+    fout, flse = torch.ops.flashcute.fwd(fq, fk, fv, None, causal, False, backend)
+    record("fixed fwd", lambda: torch.ops.flashcute.fwd(fq, fk, fv, None, causal, False, backend), fixed_work)
     record("fixed bwd", lambda: torch.ops.flashcute.bwd(fdout, fq, fk, fv, fout, flse, None, causal, False, False,
-                                                        "sm80"), 2.5 * fixed_work)
+                                                        backend), 2.5 * fixed_work)
 
     if fa4 is not None:
         kwargs = dict(cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=max_len, max_seqlen_k=max_len, causal=causal)
@@ -88,6 +90,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dtypes", default="bf16")
     parser.add_argument("--head-dims", default="128")
+    parser.add_argument("--backend", default="auto", help="flashcute's backend for both ops: auto, sm80 or sm90")
     parser.add_argument("--peers", default="fa4", help="fa4, or empty for none")
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args()
@@ -96,11 +99,12 @@ def main():
     fa4, why = load_fa4_varlen() if "fa4" in csv(args.peers) else (None, "not asked for")
     device = torch.cuda.get_device_name()
     commit = git_commit()
-    rows = [bench(name, lengths, DTYPES[dtype], head_dim, causal, fa4)
+    rows = [bench(name, lengths, DTYPES[dtype], head_dim, causal, args.backend, fa4)
             for dtype in csv(args.dtypes) for head_dim in csv(args.head_dims, int) for causal in (False, True)
             for name, lengths in mixes().items()]
 
-    lines = [versions(commit), "", f"FlashAttention-4 varlen: {'ran' if fa4 else why}", "",
+    lines = [versions(commit), "", f"flashcute backend: {args.backend}; FlashAttention-4 varlen: {'ran' if fa4 else why}",
+             "",
              "TFLOP/s (per-sequence FLOPs); varlen / fixed and varlen / fa4 ratios", "",
              "| mix | dtype | d | causal | " + " | ".join(COLUMNS) + " | fwd varlen/fixed | bwd varlen/fixed |"
              " fwd varlen/fa4 | bwd varlen/fa4 |",

@@ -324,7 +324,8 @@ std::tuple<at::Tensor, at::Tensor> run_fwd(char const* op, QKVShape const& s, at
   // Chosen (and its errors raised) before the early returns, so a bad backend fails on every shape.
   Kernel<FwdParams> const& kernel = choose_kernel(Op::kFwd, op, backend, device, kernel_dtype(q), int(s.head_dim), params);
   if (out.numel() == 0) { return {out, lse}; }
-  if (s.seqlen_k == 0 || s.seqlen_q == 0 || s.batch == 0) {  // no keys, or no rows in any sequence: all empty
+  bool const no_packed_keys = varlen && k.size(0) == 0;
+  if (s.seqlen_k == 0 || s.seqlen_q == 0 || s.batch == 0 || no_packed_keys) {  // no keys, or no rows: all empty
     out.zero_();
     lse.fill_(-std::numeric_limits<float>::infinity());
     return {out, lse};
@@ -384,7 +385,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> run_bwd(char const* op, QKVShape 
   set_strides(dv, params.dv_batch_stride, params.dv_row_stride, params.dv_head_stride);
 
   Kernel<BwdParams> const& kernel = choose_kernel(Op::kBwd, op, backend, device, kernel_dtype(q), int(s.head_dim), params);
-  if (s.seqlen_q == 0 || s.seqlen_k == 0 || s.heads_q == 0 || s.batch == 0) {  // nothing flows anywhere
+  bool const no_packed_rows = varlen && (q.size(0) == 0 || k.size(0) == 0);
+  if (s.seqlen_q == 0 || s.seqlen_k == 0 || s.heads_q == 0 || s.batch == 0 || no_packed_rows) {  // nothing flows
     dq.zero_(), dk.zero_(), dv.zero_();
     return {dq, dk, dv};
   }

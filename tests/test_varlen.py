@@ -4,6 +4,7 @@ Each sequence is held to the float64 reference of tests/reference.py computed on
 bottom-right per sequence), with the rule of test_fwd.py and test_bwd.py over the whole packed tensor: the error
 is at most 2x PyTorch's own attention in the inputs' precision (plus the reference's rounding). Outputs and
 gradients land in NaN-poisoned memory; batches mix lengths 0, 1, 17 and up to 4097, with sq != sk per sequence.
+Both backends: sm90 on Hopper (its forward with sm80's backward at head dims its backward does not cover).
 The CPU tests at the end need no GPU (fake kernels, argument errors raised before any kernel).
 """
 
@@ -19,10 +20,12 @@ HAS_CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 
 if HAS_CUDA:
-    from test_bwd import assert_grads_close, skip_unless_built
-    from test_fwd import DTYPE_NAMES, DTYPES, HEAD_DIMS, HEADS, max_error, poison_next_allocations, seed_for
+    from test_bwd import BACKENDS, assert_grads_close, skip_unless_built
+    from test_fwd import skip_unless_built as skip_unless_fwd_built
+    from test_fwd import (DTYPE_NAMES, DTYPES, HEAD_DIMS, HEADS, built_kernels, max_error, poison_next_allocations,
+                          seed_for)
 else:
-    DTYPES, DTYPE_NAMES, HEAD_DIMS, HEADS = [], {}, [], {}
+    DTYPES, DTYPE_NAMES, HEAD_DIMS, HEADS, BACKENDS = [], {}, [], {}, []
 
 # (lengths of q, lengths of k): empty sequences on either side, single rows, ragged blocks, sq != sk.
 RAGGED = ([1, 0, 17, 113, 203, 64], [239, 7, 0, 203, 113, 64])
@@ -80,19 +83,34 @@ def reference(q, k, v, dout, lens_q, lens_k, causal, seqused_k=None, softmax_sca
     return result
 
 
+def varlen_backends(library, dtype, head_dim, backend):
+    """(forward, backward) backends of a test of `backend`, skipping what this build cannot run: sm90's forward
+    with sm80's backward at the head dims no sm90 backward kernel covers."""
+    if backend == "sm90":
+        skip_unless_fwd_built(library, dtype, head_dim, "sm90")
+        prefix = f"bwd_sm90_{DTYPE_NAMES[dtype]}_hdim"
+        if not any(name.startswith(prefix) and int(name[len(prefix):]) >= head_dim for name in built_kernels()):
+            skip_unless_built(dtype, head_dim, "sm80")
+            return "sm90", "sm80"
+    skip_unless_built(dtype, head_dim, backend)
+    return backend, backend
+
+
 def run_varlen(q, k, v, dout, lens_q, lens_k, causal, backend="sm80", seqused_k=None, deterministic=False,
                max_seqlen=None):
-    """fwd_varlen, then (with dout) bwd_varlen, each into NaN-poisoned memory."""
+    """fwd_varlen, then (with dout) bwd_varlen, each into NaN-poisoned memory. backend: one for both, or a
+    (forward, backward) pair."""
+    fwd_backend, bwd_backend = (backend, backend) if isinstance(backend, str) else backend
     cu_q, cu_k = cu_seqlens(lens_q), cu_seqlens(lens_k)
     max_q, max_k = max_seqlen or (max(lens_q), max(lens_k))
     used = None if seqused_k is None else torch.tensor(seqused_k, device="cuda", dtype=torch.int32)
     poison_next_allocations((q.shape, q.dtype), ((q.shape[1], q.shape[0]), torch.float32))
-    out, lse = torch.ops.flashcute.fwd_varlen(q, k, v, cu_q, cu_k, max_q, max_k, None, causal, used, backend)
+    out, lse = torch.ops.flashcute.fwd_varlen(q, k, v, cu_q, cu_k, max_q, max_k, None, causal, used, fwd_backend)
     if dout is None:
         return out, lse, None
     poison_next_allocations((q.shape, q.dtype), (k.shape, q.dtype), (v.shape, q.dtype))
     grads = torch.ops.flashcute.bwd_varlen(dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, None, causal, used,
-                                           deterministic, backend)
+                                           deterministic, bwd_backend)
     return out, lse, grads
 
 
@@ -120,38 +138,67 @@ def check_varlen(q, k, v, lens_q, lens_k, causal, seed, backend="sm80", seqused_
 # ---------------------------------------------------------------------------------------- correctness
 
 @needs_cuda
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("layout", ["contiguous", "packed"])
 @pytest.mark.parametrize("heads", list(HEADS))
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("head_dim", HEAD_DIMS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_NAMES.get)
-def test_varlen_ragged(library, dtype, head_dim, causal, heads, layout):
-    skip_unless_built(dtype, head_dim)
+def test_varlen_ragged(library, dtype, head_dim, causal, heads, layout, backend):
+    backends = varlen_backends(library, dtype, head_dim, backend)
     heads_q, heads_kv = HEADS[heads]
     seed = seed_for(dtype, head_dim, causal, heads, layout)
     q, k, v = make_packed(*RAGGED, heads_q, heads_kv, head_dim, dtype, layout, seed)
-    check_varlen(q, k, v, *RAGGED, causal, seed + 1)
+    check_varlen(q, k, v, *RAGGED, causal, seed + 1, backends)
 
 
 @needs_cuda
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("head_dim", [64, 128, 256])
-def test_varlen_large(library, head_dim, causal):
-    skip_unless_built(torch.bfloat16, head_dim)
+def test_varlen_large(library, head_dim, causal, backend):
+    backends = varlen_backends(library, torch.bfloat16, head_dim, backend)
     seed = seed_for("large", head_dim, causal)
     q, k, v = make_packed(*LARGE, 4, 2, head_dim, torch.bfloat16, "contiguous", seed)
-    check_varlen(q, k, v, *LARGE, causal, seed + 1)
+    check_varlen(q, k, v, *LARGE, causal, seed + 1, backends)
 
 
 @needs_cuda
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("causal", [False, True])
-def test_seqused_k(library, causal):
+def test_seqused_k(library, causal, backend):
     """Only the first seqused_k[b] keys of sequence b count; the others get zero gradients."""
-    skip_unless_built(torch.bfloat16, 128)
+    skip_unless_built(torch.bfloat16, 128, backend)
     lens_q, lens_k, used = [100, 17, 0, 64], [150, 40, 9, 64], [150, 3, 9, 0]
     q, k, v = make_packed(lens_q, lens_k, 4, 2, 128, torch.bfloat16, "contiguous", 11)
-    _, (dq, dk, dv) = check_varlen(q, k, v, lens_q, lens_k, causal, 12, seqused_k=used)
+    _, (dq, dk, dv) = check_varlen(q, k, v, lens_q, lens_k, causal, 12, backend, seqused_k=used)
     assert not dk[150 + 3:150 + 40].any() and not dv[150 + 3:150 + 40].any()
+
+
+@needs_cuda
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("heads", ["mha", "gqa"])
+def test_rows_outside_every_sequence_are_not_written(library, heads, backend):
+    """Packed rows past cu_seqlens[-1] belong to no sequence: out, lse and the gradients keep whatever their memory
+    held there (poison), and the sequences' own rows are the reference's. Unused keys hold NaN: no P.V may read
+    them into a sequence (0 * NaN)."""
+    skip_unless_built(torch.bfloat16, 64, backend)
+    heads_q, heads_kv = HEADS[heads]
+    lens_q, lens_k = [10, 20, 1], [15, 10, 70]
+    q, k, v = make_packed([*lens_q, 19], [*lens_k, 5], heads_q, heads_kv, 64, torch.bfloat16, "contiguous", 31)
+    k[sum(lens_k):], v[sum(lens_k):] = math.nan, math.nan
+    seqs_q, seqs_k = slice(0, sum(lens_q)), slice(0, sum(lens_k))
+    dout = torch.randn_like(q)
+    for causal in (False, True):
+        out, lse, (dq, dk, dv) = run_varlen(q, k, v, dout, lens_q, lens_k, causal, backend)
+        assert out[seqs_q.stop:].isnan().all() and lse[:, seqs_q.stop:].isnan().all()
+        assert dq[seqs_q.stop:].isnan().all() and dk[seqs_k.stop:].isnan().all() and dv[seqs_k.stop:].isnan().all()
+        refs = reference(q[seqs_q], k[seqs_k], v[seqs_k], dout[seqs_q], lens_q, lens_k, causal)
+        (out_ref, _, grads_ref), (out_torch, _, grads_torch) = refs[True], refs[False]
+        out_atol = 2 * max_error(out_ref.to(q.dtype), out_ref) + 1e-6
+        assert max_error(out[seqs_q], out_ref) <= 2 * max_error(out_torch, out_ref) + out_atol
+        assert_grads_close((dq[seqs_q], dk[seqs_k], dv[seqs_k]), q[seqs_q], k[seqs_k], v[seqs_k], dout[seqs_q],
+                           causal, refs=(grads_ref, grads_torch))
 
 
 @needs_cuda
@@ -172,12 +219,13 @@ def test_equal_lengths_match_the_fixed_length_op(library):
 
 
 @needs_cuda
-def test_larger_max_seqlen_changes_nothing(library):
-    skip_unless_built(torch.bfloat16, 96)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_larger_max_seqlen_changes_nothing(library, backend):
+    skip_unless_built(torch.bfloat16, 96, backend)
     q, k, v = make_packed(*RAGGED, 6, 2, 96, torch.bfloat16, "contiguous", 21)
     dout = torch.randn_like(q)
-    exact = run_varlen(q, k, v, dout, *RAGGED, True, deterministic=True)
-    larger = run_varlen(q, k, v, dout, *RAGGED, True, deterministic=True, max_seqlen=(1000, 700))
+    exact = run_varlen(q, k, v, dout, *RAGGED, True, backend, deterministic=True)
+    larger = run_varlen(q, k, v, dout, *RAGGED, True, backend, deterministic=True, max_seqlen=(1000, 700))
     assert torch.equal(exact[0], larger[0]) and torch.equal(exact[1], larger[1])
     assert all(torch.equal(a, b) for a, b in zip(exact[2], larger[2]))
 
@@ -204,7 +252,9 @@ def test_flash_attn_varlen_func_trains(library, backend):
                                            deterministic=True)
     dout = torch.randn_like(out)
     out.backward(dout)
-    _, _, grads = run_varlen(q.detach(), k.detach(), v.detach(), dout, lens, lens, True, deterministic=True)
+    hopper = torch.cuda.get_device_capability()[0] == 9 and "bwd_sm90_bf16_hdim128" in built_kernels()
+    chosen = "sm90" if backend == "auto" and hopper else "sm80"
+    _, _, grads = run_varlen(q.detach(), k.detach(), v.detach(), dout, lens, lens, True, chosen, deterministic=True)
     assert all(torch.equal(a, b) for a, b in zip((q.grad, k.grad, v.grad), grads))
 
 
@@ -232,13 +282,16 @@ def test_gradient_through_lse(library, causal):
 
 
 @needs_cuda
-def test_sm90_backend_is_a_clear_error(library):
-    if torch.cuda.get_device_capability()[0] != 9:
-        pytest.skip("needs a Hopper GPU")
-    q, k, v = make_packed([5], [5], 2, 2, 64, torch.bfloat16, "contiguous", 25)
-    cu = cu_seqlens([5])
-    with pytest.raises(RuntimeError, match="variable-length batches run on the SM80 kernels"):
-        flashcute.flash_attn_varlen_func(q, k, v, cu, cu, 5, 5, backend="sm90")
+def test_sm90_backend_names_the_stride_tma_cannot_address(library):
+    """Rows 136 bytes apart: TMA cannot address them, so backend="sm90" says so, and "auto" runs the sm80 kernels."""
+    skip_unless_built(torch.bfloat16, 64, "sm90")
+    lens = [5, 40]
+    q, k, v = (torch.randn(45, 1, 68, device="cuda", dtype=torch.bfloat16)[..., :64] for _ in range(3))
+    cu = cu_seqlens(lens)
+    with pytest.raises(RuntimeError, match="q needs batch, sequence and head strides that are positive multiples"):
+        flashcute.flash_attn_varlen_func(q, k, v, cu, cu, 40, 40, backend="sm90")
+    out = flashcute.flash_attn_varlen_func(q, k, v, cu, cu, 40, 40)
+    assert torch.equal(out, flashcute.flash_attn_varlen_func(q, k, v, cu, cu, 40, 40, backend="sm80"))
 
 
 # ------------------------------------------------------------------------------------------- bad input

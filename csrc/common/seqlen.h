@@ -71,16 +71,18 @@ struct SeqInfoOf {
   __host__ __device__ int64_t lse_head_stride() const { return varlen() ? params.total_q : params.seqlen_q; }
 
   // The backward's float32 accumulators (common/params.h BwdParams), for dQ's (heads_q) and, with GQA, dK's and
-  // dV's (heads_kv): this sequence's first row, and the rows between heads. Fixed length: (batch, heads, rows
-  // rounded up to kBwdAccumRowAlign). Varlen: (heads, total + batch * kBwdAccumRowAlign), sequence b from row
-  // start + b * kBwdAccumRowAlign, which leaves each sequence its rounded-up rows.
+  // dV's (heads_kv), and its row workspaces (D, LSE * log2(e)): this sequence's first row, and the rows between
+  // heads. Fixed length: (batch, heads, rows rounded up to kBwdAccumRowAlign). Varlen: (heads,
+  // accum_rows_varlen(total, batch)), sequence b from row start + b * kVarlenRowGap rounded up to
+  // kAccumRowQuantum. Each sequence keeps its rows rounded up to a block (at most kBwdAccumRowAlign - 1 more), and
+  // every sequence and head starts 16-byte aligned in a row workspace (the SM90 backward bulk-copies its rows).
+  static constexpr int kAccumRowQuantum = 4;
+  static constexpr int kVarlenRowGap = kBwdAccumRowAlign + kAccumRowQuantum - 1;
   __host__ __device__ int64_t q_accum_offset() const {
-    return varlen() ? int64_t(q_start()) + int64_t(batch) * kBwdAccumRowAlign
-                    : int64_t(batch) * params.heads_q * round_up_accum_rows(params.seqlen_q);
+    return varlen() ? varlen_accum_row(q_start()) : int64_t(batch) * params.heads_q * round_up_accum_rows(params.seqlen_q);
   }
   __host__ __device__ int64_t k_accum_offset() const {
-    return varlen() ? int64_t(k_start()) + int64_t(batch) * kBwdAccumRowAlign
-                    : int64_t(batch) * params.heads_kv * round_up_accum_rows(params.seqlen_k);
+    return varlen() ? varlen_accum_row(k_start()) : int64_t(batch) * params.heads_kv * round_up_accum_rows(params.seqlen_k);
   }
   __host__ __device__ int64_t q_accum_rows() const {
     return varlen() ? accum_rows_varlen(params.total_q, params.batch) : round_up_accum_rows(params.seqlen_q);
@@ -107,11 +109,9 @@ struct SeqInfoOf {
 
   // Workspace sizes per head, for the host: rows of an accumulator, and semaphores.
   __host__ __device__ static int64_t accum_rows_varlen(int64_t total, int batch) {
-    return total + int64_t(batch) * kBwdAccumRowAlign;
+    return round_up(total + int64_t(batch) * kVarlenRowGap, kAccumRowQuantum);
   }
-  __host__ __device__ static int64_t round_up_accum_rows(int64_t rows) {
-    return (rows + kBwdAccumRowAlign - 1) / kBwdAccumRowAlign * kBwdAccumRowAlign;
-  }
+  __host__ __device__ static int64_t round_up_accum_rows(int64_t rows) { return round_up(rows, kBwdAccumRowAlign); }
   __host__ __device__ static int64_t semaphores_for(int64_t rows) {
     return (rows + kBwdSemaphoreRows - 1) / kBwdSemaphoreRows;
   }
@@ -120,6 +120,12 @@ struct SeqInfoOf {
   }
 
  private:
+  __host__ __device__ static int64_t round_up(int64_t rows, int64_t multiple) {
+    return (rows + multiple - 1) / multiple * multiple;
+  }
+  __host__ __device__ int64_t varlen_accum_row(int start) const {
+    return round_up(int64_t(start) + int64_t(batch) * kVarlenRowGap, kAccumRowQuantum);
+  }
   __host__ __device__ bool seqused_fixed() const {
     return kMaybeSequsedFixed && !varlen() && params.seqused_k != nullptr;
   }

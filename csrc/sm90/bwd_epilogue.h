@@ -1,6 +1,6 @@
 // Epilogue of one K/V block of the SM90 backward. Without GQA, dK (scaled) and dV are converted to 16 bits, staged
-// over the K and V buffers with stmatrix and written by two TMA stores, which clip rows past seqlen_k and columns
-// past head_dim. With GQA the query heads of a group share dK and dV: each adds its share into the float32
+// over the K and V buffers with stmatrix and written by two TMA stores, which clip rows past the sequence's seqlen_k
+// (gmem.h SequenceRows) and columns past head_dim. With GQA the query heads of a group share dK and dV: each adds its share into the float32
 // accumulators (sm80/gmem.h accum_block order, red.global.add), in head order in deterministic mode, and the
 // postprocess converts them.
 #pragma once
@@ -57,8 +57,9 @@ struct BwdEpilogue {
 
   // Consumer threads, without GQA.
   template <class SharedStorage, class FragdKV>
-  CUTLASS_DEVICE static void store(Params const& params, SharedStorage& shared, FragdKV const& tdKrdK,
-                                   FragdKV const& tdVrdV, int n_block, int bidh_kv, int bidb, int thread_idx) {
+  CUTLASS_DEVICE static void store(Params const& params, BwdParams const& bwd, SeqInfo const& seq,
+                                   SharedStorage& shared, FragdKV const& tdKrdK, FragdKV const& tdVrdV, int n_block,
+                                   int bidh_kv, int thread_idx) {
     Tensor sK = make_tensor(make_smem_ptr(shared.smem_k.data()), typename Traits::SmemLayoutK{});  // (N, D)
     Tensor sV = make_tensor(make_smem_ptr(shared.smem_v.data()), typename Traits::SmemLayoutV{});  // (N, D)
     typename Traits::TiledMmadKV tiled_mma_dkv;
@@ -76,7 +77,8 @@ struct BwdEpilogue {
     if (thread_idx == 0) {
       auto store_tile = [&](auto const& tma_store, auto const& sX) {
         Tensor mX = tma_store.get_tma_tensor(params.shape_kv);
-        Tensor gX = local_tile(mX(_, _, bidh_kv, bidb), select<1, 2>(TileShape_MNK{}), make_coord(n_block, _0{}));
+        Tensor gX = local_tile(SequenceRows::of_k(bwd, seq).of_head(mX, bidh_kv), select<1, 2>(TileShape_MNK{}),
+                               make_coord(n_block, _0{}));  // (N, D)
         auto [tXgX, tXsX] = tma_partition(tma_store, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sX), group_modes<0, 2>(gX));
         copy(tma_store, tXsX, tXgX);
       };

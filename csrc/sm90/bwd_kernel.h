@@ -72,13 +72,18 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
 
   if (is_producer) {
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
-    if (!has_work) { return; }
+    // Every CTA waits for the preprocess before it exits, so that the postprocess, which waits for this grid,
+    // never reads a dQ accumulator the preprocess is still zeroing (a varlen batch may give no CTA any work).
+    if (!has_work) {
+      wait_for_prior_grid();
+      return;
+    }
     // The warp-uniform test first: tested after the per-thread one, ptxas kept values of both roles live across
     // the branch and spilled them at 24 registers (benchmarks/notes.md#d-sm90-bwd-producer-branch).
     if (warp_idx == 1) {
       Mainloop::store_dq(bwd, shared, seq, n_block, bidh, range);
     } else if (threadIdx.x == 0) {  // the pipelines' leader thread arms their barriers
-      Mainloop::load(params.mainloop, bwd, shared, pipes, seq, n_block, bidh, bidh_kv, bidb, range);
+      Mainloop::load(params.mainloop, bwd, shared, pipes, seq, n_block, bidh, bidh_kv, range);
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
@@ -95,7 +100,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < size(tdKrdK); ++i) { tdKrdK(i) *= bwd.softmax_scale; }
     if (bwd.dk_accum_ptr == nullptr) {
-      Epilogue::store(params.epilogue, shared, tdKrdK, tdVrdV, n_block, bidh_kv, bidb, thread_idx);
+      Epilogue::store(params.epilogue, bwd, seq, shared, tdKrdK, tdVrdV, n_block, bidh_kv, thread_idx);
     } else {
       Epilogue::add(bwd, seq, tdKrdK, tdVrdV, n_block, bidh, bidh_kv, thread_idx);
     }

@@ -112,16 +112,18 @@ struct BwdMainloop {
   template <class SharedStorage>
   CUTLASS_DEVICE static void load(Params const& params, BwdParams const& bwd, SharedStorage& shared,
                                   BwdPipelines<Traits>& pipes, SeqInfo const& seq, int n_block, int bidh, int bidh_kv,
-                                  int bidb, QBlockRange const& range) {
+                                  QBlockRange const& range) {
     Tensor mQ = params.tma_load_q.get_tma_tensor(params.shape_q);
     Tensor mdO = params.tma_load_do.get_tma_tensor(params.shape_q);
     Tensor mK = params.tma_load_k.get_tma_tensor(params.shape_kv);
     Tensor mV = params.tma_load_v.get_tma_tensor(params.shape_kv);
-    // Slicing one (head, batch) first keeps every box inside it: rows past seqlen are out of bounds.
-    Tensor gQ = local_tile(mQ(_, _, bidh, bidb), select<0, 2>(TileShape_MNK{}), make_coord(_, _0{}));   // (M, D, m)
-    Tensor gdO = local_tile(mdO(_, _, bidh, bidb), select<0, 2>(TileShape_MNK{}), make_coord(_, _0{})); // (M, D, m)
-    Tensor gK = local_tile(mK(_, _, bidh_kv, bidb), select<1, 2>(TileShape_MNK{}), make_coord(n_block, _0{}));  // (N, D)
-    Tensor gV = local_tile(mV(_, _, bidh_kv, bidb), select<1, 2>(TileShape_MNK{}), make_coord(n_block, _0{}));  // (N, D)
+    // Slicing one sequence and head first keeps every box inside them: rows past its seqlen are out of bounds.
+    SequenceRows const q_rows = SequenceRows::of_q(bwd, seq);
+    SequenceRows const k_rows = SequenceRows::of_k(bwd, seq);
+    Tensor gQ = local_tile(q_rows.of_head(mQ, bidh), select<0, 2>(TileShape_MNK{}), make_coord(_, _0{}));    // (M, D, m)
+    Tensor gdO = local_tile(q_rows.of_head(mdO, bidh), select<0, 2>(TileShape_MNK{}), make_coord(_, _0{}));  // (M, D, m)
+    Tensor gK = local_tile(k_rows.of_head(mK, bidh_kv), select<1, 2>(TileShape_MNK{}), make_coord(n_block, _0{}));  // (N, D)
+    Tensor gV = local_tile(k_rows.of_head(mV, bidh_kv), select<1, 2>(TileShape_MNK{}), make_coord(n_block, _0{}));  // (N, D)
     Tensor gLSELog2 = local_tile(sm80::make_row_workspace_tensor(bwd.lse_log2_ptr, seq, bidh),
                                  Shape<Int<kBlockM>>{}, make_coord(_));  // (M, m)
     Tensor gD = local_tile(sm80::make_row_workspace_tensor(bwd.dsoftmax_sum_ptr, seq, bidh),

@@ -1,6 +1,6 @@
 // Epilogue of one Q tile: O (normalised, converted to 16 bits) is staged in shared memory with stmatrix and
-// written by one TMA store per consumer warpgroup (its 64 rows), which clips rows past seqlen_q and columns
-// past head_dim; each row's LSE goes straight from the registers of the quad that owns it. Tiles where no
+// written by one TMA store per consumer warpgroup (its 64 rows), which clips rows past the sequence's seqlen_q
+// (gmem.h SequenceRows) and columns past head_dim; each row's LSE goes straight from the registers of the quad that owns it. Tiles where no
 // row sees a key skip the mainloop and write zeros and -inf directly (predicated stores, no shared memory).
 #pragma once
 
@@ -102,7 +102,7 @@ struct Epilogue {
       Element* slab_ptr = shared.vo.smem_o.data() + wg * cosize_v<typename Traits::SmemLayoutOSlab>;
       Tensor sO_slab = make_tensor(make_smem_ptr(slab_ptr), typename Traits::SmemLayoutOSlab{});  // (64, D)
       Tensor mO = params.tma_store_o.get_tma_tensor(params.shape_o);
-      Tensor gO_slab = local_tile(mO(_, _, tile.head, tile.batch), Shape<_64, Int<Traits::kHeadDim>>{},
+      Tensor gO_slab = local_tile(SequenceRows::of_q(fwd, seq).of_head(mO, tile.head), Shape<_64, Int<Traits::kHeadDim>>{},
                                   make_coord(tile.m_block * Traits::kNumMmaWarpGroups + wg, _0{}));  // (64, D)
       auto [tOgO, tOsO] = tma_partition(params.tma_store_o, Int<0>{}, Layout<_1>{}, group_modes<0, 2>(sO_slab),
                                         group_modes<0, 2>(gO_slab));

@@ -72,10 +72,12 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       WorkTile const tile = Scheduler::get(sched, i);
       if (!tile.is_valid()) { continue; }
       SeqInfo const seq(params.fwd, tile.batch);
+      if (tile.m_block * kBlockM >= seq.seqlen_q()) { continue; }  // varlen: past this sequence's rows
       KVBlockRange const range = kv_block_range<kBlockM, kBlockN, kCausal>(seq, tile.m_block);
       if (range.n_block_max <= 0) { continue; }
       int const head_kv = tile.head / (params.fwd.heads_q / params.fwd.heads_kv);
-      Mainloop<Traits>::load(params.mainloop, shared, pipes, tile, head_kv, range.n_block_max, work_tiles);
+      Mainloop<Traits>::load(params.mainloop, params.fwd, seq, shared, pipes, tile, head_kv, range.n_block_max,
+                             work_tiles);
       ++work_tiles;
     }
   } else {
@@ -88,6 +90,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       WorkTile const tile = Scheduler::get(sched, i);
       if (!tile.is_valid()) { continue; }
       SeqInfo const seq(params.fwd, tile.batch);
+      if (tile.m_block * kBlockM >= seq.seqlen_q()) { continue; }
       KVBlockRange const range = kv_block_range<kBlockM, kBlockN, kCausal>(seq, tile.m_block);
       if (range.n_block_max <= 0) {
         Epilogue<Traits>::store_empty(params.fwd, seq, tile, thread_idx);

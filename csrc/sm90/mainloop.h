@@ -77,18 +77,19 @@ struct Mainloop {
   // Producer, one thread. work_tiles_before: tiles with work this CTA loaded earlier. Where O is staged over
   // the V stages, the first V of this tile waits for the previous tile's O store (barrier_o).
   template <class SharedStorage>
-  CUTLASS_DEVICE static void load(Params const& params, SharedStorage& shared, Pipelines<Traits>& pipes,
-                                  WorkTile const& tile, int head_kv, int n_block_max, int work_tiles_before) {
+  CUTLASS_DEVICE static void load(Params const& params, FwdParams const& fwd, SeqInfo const& seq,
+                                  SharedStorage& shared, Pipelines<Traits>& pipes, WorkTile const& tile, int head_kv,
+                                  int n_block_max, int work_tiles_before) {
     Tensor mQ = params.tma_load_q.get_tma_tensor(params.shape_q);
     Tensor mK = params.tma_load_k.get_tma_tensor(params.shape_kv);
     Tensor mV = params.tma_load_v.get_tma_tensor(params.shape_kv);
-    // Slicing one (head, batch) first keeps every box inside it: rows past seqlen are out of bounds.
-    Tensor gQ = local_tile(mQ(_, _, tile.head, tile.batch), select<0, 2>(TileShape_MNK{}),
+    // Slicing one sequence and head first keeps every box inside them: rows past its seqlen are out of bounds.
+    SequenceRows const q_rows = SequenceRows::of_q(fwd, seq);
+    SequenceRows const k_rows = SequenceRows::of_k(fwd, seq);
+    Tensor gQ = local_tile(q_rows.of_head(mQ, tile.head), select<0, 2>(TileShape_MNK{}),
                            make_coord(tile.m_block, _0{}));  // (M, D)
-    Tensor gK = local_tile(mK(_, _, head_kv, tile.batch), select<1, 2>(TileShape_MNK{}),
-                           make_coord(_, _0{}));  // (N, D, n)
-    Tensor gV = local_tile(mV(_, _, head_kv, tile.batch), select<1, 2>(TileShape_MNK{}),
-                           make_coord(_, _0{}));  // (N, D, n)
+    Tensor gK = local_tile(k_rows.of_head(mK, head_kv), select<1, 2>(TileShape_MNK{}), make_coord(_, _0{}));  // (N, D, n)
+    Tensor gV = local_tile(k_rows.of_head(mV, head_kv), select<1, 2>(TileShape_MNK{}), make_coord(_, _0{}));  // (N, D, n)
 
     Tensor sQ = make_tensor(make_smem_ptr(shared.smem_q.data()), typename Traits::SmemLayoutQ{});
     Tensor sK = make_tensor(make_smem_ptr(shared.smem_k.data()), typename Traits::SmemLayoutK{});
