@@ -281,19 +281,6 @@ def test_gradient_through_lse(library, causal):
     assert_grads_close(grads, q, k, v, dout, causal, refs=(refs[True], refs[False]))
 
 
-@needs_cuda
-def test_sm90_backend_names_the_stride_tma_cannot_address(library):
-    """Rows 136 bytes apart: TMA cannot address them, so backend="sm90" says so, and "auto" runs the sm80 kernels."""
-    skip_unless_built(torch.bfloat16, 64, "sm90")
-    lens = [5, 40]
-    q, k, v = (torch.randn(45, 1, 68, device="cuda", dtype=torch.bfloat16)[..., :64] for _ in range(3))
-    cu = cu_seqlens(lens)
-    with pytest.raises(RuntimeError, match="q needs batch, sequence and head strides that are positive multiples"):
-        flashcute.flash_attn_varlen_func(q, k, v, cu, cu, 40, 40, backend="sm90")
-    out = flashcute.flash_attn_varlen_func(q, k, v, cu, cu, 40, 40)
-    assert torch.equal(out, flashcute.flash_attn_varlen_func(q, k, v, cu, cu, 40, 40, backend="sm80"))
-
-
 # ------------------------------------------------------------------------------------------- bad input
 
 def bad_input_cases():

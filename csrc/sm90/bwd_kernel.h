@@ -52,9 +52,16 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   int const bidb = blockIdx.z;
   int const bidh_kv = bidh / (bwd.heads_q / bwd.heads_kv);
   SeqInfo const seq(bwd, bidb);
+  // Varlen: a block past this sequence's keys has no rows of dK/dV (nor of their accumulators) to write. It waits
+  // for the preprocess like every CTA (below).
+  if (n_block * Traits::kBlockN >= seq.seqlen_k()) {
+    wait_for_prior_grid();
+    return;
+  }
   QBlockRange const range = q_block_range<Traits::kBlockM, Traits::kBlockN, kCausal>(seq, n_block);
-  // No Q block sees these keys (causal aligned top-left with seqlen_k > seqlen_q): dK = dV = 0.
-  bool const has_work = range.m_block_min < range.m_block_max && n_block * Traits::kBlockN < seq.seqlen_k();
+  // No Q block sees these keys (causal aligned top-left with seqlen_k > seqlen_q, or a varlen sequence with no
+  // queries): dK = dV = 0.
+  bool const has_work = range.m_block_min < range.m_block_max;
 
   int const warp_group_idx = cutlass::canonical_warp_group_idx();
   int const warp_idx = cutlass::canonical_warp_idx_sync();

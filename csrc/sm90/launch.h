@@ -49,7 +49,8 @@ struct FwdKernel {
       return;
     }
     if constexpr (FwdTile<kHeadDim, FwdVariant::kNonCausalLongK>::kShipped) {
-      if (params.seqlen_k >= kLongSeqlenKMin) {
+      // Varlen: seqlen_k is only the longest sequence's; most tiles see far fewer keys.
+      if (params.seqlen_k >= kLongSeqlenKMin && params.cu_seqlens_q == nullptr) {
         sm90::launch<KernelTraits<Element, kHeadDim, false, true>>(tma_params, stream);
         return;
       }
