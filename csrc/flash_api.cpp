@@ -330,6 +330,11 @@ std::tuple<at::Tensor, at::Tensor> run_fwd(char const* op, QKVShape const& s, at
     lse.fill_(-std::numeric_limits<float>::infinity());
     return {out, lse};
   }
+  at::Tensor varlen_schedule;  // the SM90 kernel's order of the sequences (FwdParams::varlen_schedule)
+  if (varlen && kernel.key.arch == Arch::kSm90) {
+    varlen_schedule = at::empty({2 * s.batch + 1}, q.options().dtype(at::kInt));
+    params.varlen_schedule = varlen_schedule.data_ptr<int>();
+  }
   kernel.launch(params, c10::cuda::getCurrentCUDAStream().stream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {out, lse};

@@ -51,8 +51,12 @@ struct AttnParams {
   int num_sms;  // multiprocessors of the device, for persistent schedulers
 };
 
-// The forward writes O and the LSE of the base; it adds nothing of its own yet.
-struct FwdParams : AttnParams {};
+// The forward writes O and the LSE of the base.
+struct FwdParams : AttnParams {
+  // Varlen on SM90: the persistent scheduler's order of the sequences, 2 * batch + 1 ints of workspace that the
+  // kernel fills itself (sm90/tile_scheduler.h); null otherwise.
+  int* __restrict__ varlen_schedule;
+};
 
 // Decoding (few query rows, many keys): the forward split over the keys, on fixed-length batches whose K/V may be
 // a cache. Each of num_splits CTAs of a (Q block, head, batch) takes a range of its K/V blocks and writes a partial

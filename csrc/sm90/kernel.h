@@ -68,11 +68,12 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
     if (threadIdx.x != 0) { return; }
     int work_tiles = 0;
-    for (int i = Scheduler::first(sched); i < Scheduler::end(sched); i = Scheduler::next(i)) {
-      WorkTile const tile = Scheduler::get(sched, i);
+    int cursor = 0;
+    int const end = Scheduler::end(sched, params.fwd);
+    for (int i = Scheduler::first(sched); i < end; i = Scheduler::next(i)) {
+      WorkTile const tile = Scheduler::get(sched, params.fwd, i, cursor);
       if (!tile.is_valid()) { continue; }
       SeqInfo const seq(params.fwd, tile.batch);
-      if (tile.m_block * kBlockM >= seq.seqlen_q()) { continue; }  // varlen: past this sequence's rows
       KVBlockRange const range = kv_block_range<kBlockM, kBlockN, kCausal>(seq, tile.m_block);
       if (range.n_block_max <= 0) { continue; }
       int const head_kv = tile.head / (params.fwd.heads_q / params.fwd.heads_kv);
@@ -86,11 +87,12 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     int const wg = warp_group_idx - 1;
     typename Traits::TiledMmaO tiled_mma_o;
     PingPong::start(wg);
-    for (int i = Scheduler::first(sched); i < Scheduler::end(sched); i = Scheduler::next(i)) {
-      WorkTile const tile = Scheduler::get(sched, i);
+    int cursor = 0;
+    int const end = Scheduler::end(sched, params.fwd);
+    for (int i = Scheduler::first(sched); i < end; i = Scheduler::next(i)) {
+      WorkTile const tile = Scheduler::get(sched, params.fwd, i, cursor);
       if (!tile.is_valid()) { continue; }
       SeqInfo const seq(params.fwd, tile.batch);
-      if (tile.m_block * kBlockM >= seq.seqlen_q()) { continue; }
       KVBlockRange const range = kv_block_range<kBlockM, kBlockN, kCausal>(seq, tile.m_block);
       if (range.n_block_max <= 0) {
         Epilogue<Traits>::store_empty(params.fwd, seq, tile, thread_idx);

@@ -27,6 +27,10 @@ void launch(FwdParams const& params, cudaStream_t stream) {
     cudaGetDevice(&device);
     cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device);
   }
+  if (params.varlen_schedule != nullptr) {
+    varlen_schedule_kernel<Traits::kBlockM, Traits::kBlockN, Traits::kCausal>
+        <<<1, kVarlenScheduleThreads, 0, stream>>>(params);
+  }
   auto kernel = &fwd_kernel<Traits>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
