@@ -1,5 +1,6 @@
 """The SM90 kernel's persistent schedule (csrc/sm90/tile_scheduler.h), walked on the host: every Q tile of every
-(batch, head) is visited exactly once across the CTAs, and causal work is balanced across them.
+(batch, head) is visited exactly once across the CTAs, and causal work is balanced across them; for packed
+(varlen) batches, every tile of every sequence exactly once, longest sequences first, and balanced.
 
 tests/sm90_scheduler/enumerate.cpp includes the kernel's own header and prints each CTA's tiles in the order
 the kernel's producer and consumers walk them; it is built with g++ (no GPU, no nvcc) like the layout oracle.
@@ -32,9 +33,12 @@ def enumerate_binary():
         pytest.fail(f"cannot build {PROGRAM.relative_to(ROOT)}: {e}")
 
 
-def walk(causal, block_m, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim=128, num_sms=132):
-    """{cta: [(m_block, head, batch), ...]} in visiting order, and {cta: K/V blocks visited}."""
+def walk(causal, block_m, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim=128, num_sms=132, lengths=None):
+    """{cta: [(m_block, head, batch), ...]} in visiting order, and {cta: K/V blocks visited}. lengths: (lengths_q,
+    lengths_k) of a packed batch, whose maxima seqlen_q and seqlen_k are."""
     args = [int(causal), block_m, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, num_sms]
+    if lengths is not None:
+        args += [*lengths[0], *lengths[1]]
     r = subprocess.run([str(enumerate_binary()), *map(str, args)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     tiles, work = {}, {}
@@ -93,3 +97,51 @@ def test_causal_work_is_balanced(head_dim, batch, seqlen):
 def test_causal_unit_runs_long_block_first():
     tiles, _ = walk(True, 128, 1, 1, 1, 1024, 1024, num_sms=4)  # 8 Q blocks: units (7, 0) (6, 1) (5, 2) (4, 3)
     assert [[m for m, _, _ in seq] for _, seq in sorted(tiles.items())] == [[7, 0], [6, 1], [5, 2], [4, 3]]
+
+
+def walk_varlen(causal, block_m, lengths_q, lengths_k, heads_q=4, heads_kv=2, num_sms=132):
+    return walk(causal, block_m, len(lengths_q), heads_q, heads_kv, max(lengths_q), max(lengths_k), num_sms=num_sms,
+                lengths=(lengths_q, lengths_k))
+
+
+VARLEN_PROBLEMS = [  # (lengths_q, lengths_k)
+    ([1, 0, 17, 113, 203, 64], [239, 7, 0, 203, 113, 64]),
+    ([1000, 4097, 17, 1], [1000, 4097, 33, 1]),
+    ([0, 0], [5, 0]),
+    ([16384] + [256] * 64, [16384] + [256] * 64),
+    ([129, 300, 5000, 77, 640], [129, 300, 5000, 77, 640]),
+]
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("block_m", [128, 192])
+@pytest.mark.parametrize("num_sms", [132, 7])
+@pytest.mark.parametrize("problem", range(len(VARLEN_PROBLEMS)))
+def test_varlen_every_tile_exactly_once(causal, block_m, num_sms, problem):
+    lengths_q, lengths_k = VARLEN_PROBLEMS[problem]
+    tiles, _ = walk_varlen(causal, block_m, lengths_q, lengths_k, num_sms=num_sms)
+    visited = [t for cta in tiles.values() for t in cta]
+    expected = {(m, h, b) for b, length in enumerate(lengths_q) for m in range(ceil(length / block_m))
+                for h in range(4)}
+    assert len(visited) == len(set(visited)), "a tile is visited twice"
+    assert set(visited) == expected
+
+
+def test_varlen_longest_sequences_first():
+    """Every CTA's first tile is of the longest sequence, and its last of a shorter one than its first."""
+    lengths = [300, 9000, 128, 4000, 2000]
+    tiles, _ = walk_varlen(False, 128, lengths, lengths, heads_q=16, heads_kv=16, num_sms=16)
+    assert all(seq[0][2] == 1 for seq in tiles.values())
+    assert all(lengths[seq[-1][2]] < lengths[seq[0][2]] for seq in tiles.values())
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_varlen_work_is_balanced(causal):
+    """64 sequences of 128-4096 tokens (bench_varlen.py's uniform mix), 16 heads on 132 SMs: dealt longest first,
+    the busiest CTA does little more than the mean."""
+    import random
+    rng = random.Random(0)
+    lengths = [rng.randint(128, 4096) for _ in range(64)]
+    _, work = walk_varlen(causal, 128, lengths, lengths, heads_q=16, heads_kv=16)
+    mean = sum(work.values()) / len(work)
+    assert max(work.values()) / mean <= 1.05

@@ -54,8 +54,8 @@ struct Epilogue {
   }
 
   // The thread holding column 0 of a row (one per quad) writes that row's LSE.
-  template <class TensorLse>
-  CUTLASS_DEVICE static void store_lse(FwdParams const& fwd, SeqInfo const& seq, TensorLse const& lse,
+  template <class TensorLse, class Seq>
+  CUTLASS_DEVICE static void store_lse(FwdParams const& fwd, Seq const& seq, TensorLse const& lse,
                                        WorkTile const& tile, int thread_idx) {
     Tensor tOcO = o_coords(thread_idx);
     if (get<1>(tOcO(0, 0)) != 0) { return; }
@@ -71,8 +71,8 @@ struct Epilogue {
   // with TMA, so the warpgroups do not wait for each other (their ping-pong offset carries into the next tile).
   // That thread waits for its previous store before the slab is rewritten; where sO overlays the V stages,
   // every warpgroup's last P.V must have read them first, and each store is waited for before barrier_o.
-  template <class SharedStorage, class FragO, class TensorLse>
-  CUTLASS_DEVICE static void store(Params const& params, FwdParams const& fwd, SeqInfo const& seq,
+  template <class SharedStorage, class FragO, class TensorLse, class Seq>
+  CUTLASS_DEVICE static void store(Params const& params, FwdParams const& fwd, Seq const& seq,
                                    SharedStorage& shared, FragO const& tOrO, TensorLse const& lse, WorkTile const& tile,
                                    int thread_idx) {
     int const wg = thread_idx / cutlass::NumThreadsPerWarpGroup;
@@ -122,7 +122,8 @@ struct Epilogue {
   }
 
   // No row of this tile sees a key: O = 0 and LSE = -inf, written from registers.
-  CUTLASS_DEVICE static void store_empty(FwdParams const& fwd, SeqInfo const& seq, WorkTile const& tile,
+  template <class Seq>
+  CUTLASS_DEVICE static void store_empty(FwdParams const& fwd, Seq const& seq, WorkTile const& tile,
                                          int thread_idx) {
     Tensor tOcO = o_coords(thread_idx);
     Element* o_ptr = o_row0<Element>(fwd, seq, tile.head);

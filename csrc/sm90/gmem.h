@@ -81,11 +81,13 @@ struct SequenceRows {
   int index;       // fixed length: the batch entry; varlen: the sequence's end row
   int row_offset;  // varlen: max_seqlen - the sequence's rows; 0 with fixed lengths
 
-  CUTE_DEVICE static SequenceRows of_q(AttnParams const& p, SeqInfo const& seq) {
+  template <class Seq>
+  CUTE_DEVICE static SequenceRows of_q(AttnParams const& p, Seq const& seq) {
     return seq.varlen() ? SequenceRows{seq.q_start() + seq.seqlen_q(), p.seqlen_q - seq.seqlen_q()}
                         : SequenceRows{seq.batch, 0};
   }
-  CUTE_DEVICE static SequenceRows of_k(AttnParams const& p, SeqInfo const& seq) {
+  template <class Seq>
+  CUTE_DEVICE static SequenceRows of_k(AttnParams const& p, Seq const& seq) {
     return seq.varlen() ? SequenceRows{seq.k_start() + seq.seqlen_k(), p.seqlen_k - seq.seqlen_k()}
                         : SequenceRows{seq.batch, 0};
   }
@@ -97,11 +99,12 @@ struct SequenceRows {
 };
 
 // Device: row 0 of one (batch, head)'s O and LSE.
-template <class Element>
-CUTE_DEVICE Element* o_row0(AttnParams const& p, SeqInfo const& seq, int head) {
+template <class Element, class Seq>
+CUTE_DEVICE Element* o_row0(AttnParams const& p, Seq const& seq, int head) {
   return static_cast<Element*>(p.o_ptr) + seq.o_offset() + head * p.o_head_stride;
 }
-CUTE_DEVICE float* lse_row0(AttnParams const& p, SeqInfo const& seq, int head) {
+template <class Seq>
+CUTE_DEVICE float* lse_row0(AttnParams const& p, Seq const& seq, int head) {
   return p.lse_ptr + seq.lse_offset() + head * seq.lse_head_stride();
 }
 

@@ -26,22 +26,24 @@ namespace flashcute::sm90 {
 
 using namespace cute;
 
-template <class Traits>
+// kVarlen: the instantiation for packed batches; the fixed-length one has no varlen code (SeqInfoOf<false>).
+template <class Traits, bool kVarlen>
 struct KernelParams {
   FwdParams fwd;
   typename Mainloop<Traits>::Params mainloop;
   typename Epilogue<Traits>::Params epilogue;
-  typename TileScheduler<Traits::kBlockM, Traits::kCausal>::Params scheduler;
+  typename TileScheduler<Traits::kBlockM, Traits::kCausal, kVarlen>::Params scheduler;
 };
 
-template <class Traits>
+template <class Traits, bool kVarlen>
 __global__ void __launch_bounds__(Traits::kNumThreads, 1)
-    fwd_kernel(CUTE_GRID_CONSTANT KernelParams<Traits> const params) {
+    fwd_kernel(CUTE_GRID_CONSTANT KernelParams<Traits, kVarlen> const params) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Element = typename Traits::Element;
   using TileShape_MNK = typename Traits::TileShape_MNK;
   using SharedStorage = typename Traits::SharedStorage;
-  using Scheduler = TileScheduler<Traits::kBlockM, Traits::kCausal>;
+  using Scheduler = TileScheduler<Traits::kBlockM, Traits::kCausal, kVarlen>;
+  using Seq = SeqInfoOf<kVarlen>;
   using PingPong = WarpGroupPingPong<Traits::kNumMmaWarpGroups>;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;
@@ -73,7 +75,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     for (int i = Scheduler::first(sched); i < end; i = Scheduler::next(i)) {
       WorkTile const tile = Scheduler::get(sched, params.fwd, i, cursor);
       if (!tile.is_valid()) { continue; }
-      SeqInfo const seq(params.fwd, tile.batch);
+      Seq const seq(params.fwd, tile.batch);
       KVBlockRange const range = kv_block_range<kBlockM, kBlockN, kCausal>(seq, tile.m_block);
       if (range.n_block_max <= 0) { continue; }
       int const head_kv = tile.head / (params.fwd.heads_q / params.fwd.heads_kv);
@@ -92,7 +94,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     for (int i = Scheduler::first(sched); i < end; i = Scheduler::next(i)) {
       WorkTile const tile = Scheduler::get(sched, params.fwd, i, cursor);
       if (!tile.is_valid()) { continue; }
-      SeqInfo const seq(params.fwd, tile.batch);
+      Seq const seq(params.fwd, tile.batch);
       KVBlockRange const range = kv_block_range<kBlockM, kBlockN, kCausal>(seq, tile.m_block);
       if (range.n_block_max <= 0) {
         Epilogue<Traits>::store_empty(params.fwd, seq, tile, thread_idx);

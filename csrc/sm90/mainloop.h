@@ -76,8 +76,8 @@ struct Mainloop {
 
   // Producer, one thread. work_tiles_before: tiles with work this CTA loaded earlier. Where O is staged over
   // the V stages, the first V of this tile waits for the previous tile's O store (barrier_o).
-  template <class SharedStorage>
-  CUTLASS_DEVICE static void load(Params const& params, FwdParams const& fwd, SeqInfo const& seq,
+  template <class SharedStorage, class Seq>
+  CUTLASS_DEVICE static void load(Params const& params, FwdParams const& fwd, Seq const& seq,
                                   SharedStorage& shared, Pipelines<Traits>& pipes, WorkTile const& tile, int head_kv,
                                   int n_block_max, int work_tiles_before) {
     Tensor mQ = params.tma_load_q.get_tma_tensor(params.shape_q);
@@ -138,9 +138,9 @@ struct Mainloop {
   }
 
   // Consumer warpgroups: O (unnormalised, tOrO) and the softmax statistics of one Q tile.
-  template <class SharedStorage, class FragO, class Softmax>
+  template <class SharedStorage, class FragO, class Softmax, class Seq>
   CUTLASS_DEVICE static void mma(SharedStorage& shared, Pipelines<Traits>& pipes, FragO& tOrO, Softmax& softmax,
-                                 FwdParams const& fwd, SeqInfo const& seq, int m_block, KVBlockRange const& range,
+                                 FwdParams const& fwd, Seq const& seq, int m_block, KVBlockRange const& range,
                                  int thread_idx, int wg) {
     using PingPong = WarpGroupPingPong<Traits::kNumMmaWarpGroups>;
     typename Traits::TiledMmaS tiled_mma_s;

@@ -10,7 +10,7 @@
 // with 1.2-1.8x the average work.)
 //
 // Varlen: units differ by sequence (a unit costs about the sequence's K/V blocks), and the grid, sized for the
-// longest sequence, would hold mostly empty tiles. A one-CTA prepass (varlen_schedule_kernel) orders the
+// longest sequence, would hold mostly empty tiles. A one-CTA prepass (varlen_schedule.h) orders the
 // sequences longest first and counts their units; the walk then covers just those units in that order, sections
 // of heads inside each sequence, so the round-robin deals out units of similar cost together and the last ones
 // dealt are the cheapest (longest-processing-time first).
@@ -30,11 +30,8 @@ struct WorkTile {
   CUTE_DEVICE bool is_valid() const { return m_block >= 0; }
 };
 
-// The prepass's launch shape and the K/V block counts it tells apart (longer sequences share the last bucket).
-constexpr int kVarlenScheduleThreads = 512;
-constexpr int kVarlenScheduleBuckets = 2048;
-
-template <int kBlockM, bool kCausal>
+// kVarlen: the instantiation for packed batches (the fixed-length one has no varlen code at all).
+template <int kBlockM, bool kCausal, bool kVarlen>
 struct TileScheduler {
   static constexpr int kTilesPerUnit = kCausal ? 2 : 1;
 
@@ -47,8 +44,8 @@ struct TileScheduler {
     int total_units;
     int group;          // query heads per K/V head
     int kv_row_bytes;   // bytes of K and V per key of one head
-    // Varlen (FwdParams::varlen_schedule), else null: the sequences longest first, and the first unit of each
-    // (in that order; first_unit[batch] is the total).
+    // Varlen (FwdParams::varlen_schedule): the sequences longest first, and the first unit of each (in that
+    // order; first_unit[batch] is the total).
     int const* order;
     int const* first_unit;
   };
@@ -89,7 +86,11 @@ struct TileScheduler {
   //   for (int i = first(params); i < end(params, fwd); i = next(i)) { WorkTile t = get(params, fwd, i, cursor); }
   CUTE_DEVICE static int first(Params const&) { return int(blockIdx.x) * kTilesPerUnit; }
   CUTE_DEVICE static int end(Params const& sp, FwdParams const& fwd) {
-    return (sp.order == nullptr ? sp.total_units : sp.first_unit[fwd.batch]) * kTilesPerUnit;
+    if constexpr (kVarlen) {
+      return sp.first_unit[fwd.batch] * kTilesPerUnit;
+    } else {
+      return sp.total_units * kTilesPerUnit;
+    }
   }
   CUTE_DEVICE static int next(int i) {
     return (i + 1) % kTilesPerUnit != 0 ? i + 1 : i + 1 + (int(gridDim.x) - 1) * kTilesPerUnit;
@@ -97,19 +98,20 @@ struct TileScheduler {
 
   CUTE_DEVICE static WorkTile get(Params const& sp, FwdParams const& fwd, int i, int& cursor) {
     int const unit = i / kTilesPerUnit;
-    if (sp.order == nullptr) {
+    if constexpr (!kVarlen) {
       auto const [bh, u] = section_walk(unit, sp.section_heads, sp.num_bh, sp.units_per_bh);
       int const batch = bh / sp.num_heads;
       return tile(u, bh - batch * sp.num_heads, batch, sp.num_m_blocks, i);
+    } else {
+      while (sp.first_unit[cursor + 1] <= unit) { ++cursor; }
+      int const batch = sp.order[cursor];
+      SeqInfoOf<true> const seq(fwd, batch);
+      int const num_m_blocks = (seq.seqlen_q() + kBlockM - 1) / kBlockM;
+      int const units_per_head = (num_m_blocks + kTilesPerUnit - 1) / kTilesPerUnit;
+      int const section_heads = section_heads_for(sp, seq.seqlen_k(), sp.num_heads);
+      auto const [head, u] = section_walk(unit - sp.first_unit[cursor], section_heads, sp.num_heads, units_per_head);
+      return tile(u, head, batch, num_m_blocks, i);
     }
-    while (sp.first_unit[cursor + 1] <= unit) { ++cursor; }
-    int const batch = sp.order[cursor];
-    SeqInfo const seq(fwd, batch);
-    int const num_m_blocks = (seq.seqlen_q() + kBlockM - 1) / kBlockM;
-    int const units_per_head = (num_m_blocks + kTilesPerUnit - 1) / kTilesPerUnit;
-    int const section_heads = section_heads_for(sp, seq.seqlen_k(), sp.num_heads);
-    auto const [head, u] = section_walk(unit - sp.first_unit[cursor], section_heads, sp.num_heads, units_per_head);
-    return tile(u, head, batch, num_m_blocks, i);
   }
 
  private:
@@ -139,86 +141,5 @@ struct TileScheduler {
     }
   }
 };
-
-// Block-wide exclusive prefix sum of one value per thread; `total` gets the sum of all. Every thread must call it.
-template <int kThreads>
-CUTE_DEVICE int block_exclusive_sum(int value, int& total) {
-  static_assert(kThreads % 32 == 0 && kThreads <= 32 * 32);
-  __shared__ int warp_sums[kThreads / 32];
-  int const lane = threadIdx.x % 32;
-  int const warp = threadIdx.x / 32;
-  int inclusive = value;
-  CUTE_UNROLL
-  for (int delta = 1; delta < 32; delta *= 2) {
-    int const below = __shfl_up_sync(0xffffffff, inclusive, delta);
-    if (lane >= delta) { inclusive += below; }
-  }
-  if (lane == 31) { warp_sums[warp] = inclusive; }
-  __syncthreads();
-  int warps_before = 0;
-  total = 0;
-  for (int w = 0; w < kThreads / 32; ++w) {
-    warps_before += w < warp ? warp_sums[w] : 0;
-    total += warp_sums[w];
-  }
-  __syncthreads();  // warp_sums free for the next call
-  return warps_before + inclusive - value;
-}
-
-// The varlen prepass, one CTA: FwdParams::varlen_schedule = (order, first_unit). A counting sort orders the
-// sequences by their K/V blocks, most first; then each gets its first unit of the walk in that order.
-template <int kBlockM, int kBlockN, bool kCausal>
-__global__ void __launch_bounds__(kVarlenScheduleThreads) varlen_schedule_kernel(__grid_constant__ FwdParams const params) {
-  using Scheduler = TileScheduler<kBlockM, kCausal>;
-  constexpr int kThreads = kVarlenScheduleThreads;
-  constexpr int kBucketsPerThread = kVarlenScheduleBuckets / kThreads;
-  __shared__ int bucket_start[kVarlenScheduleBuckets];
-  int* const order = params.varlen_schedule;              // (batch)
-  int* const first_unit = params.varlen_schedule + params.batch;  // (batch + 1); the sort's slots until the end
-  int const batch = params.batch;
-  // Bucket 0 holds the most K/V blocks, so the buckets in increasing order are the sequences longest first.
-  auto bucket_of = [&](int b) {
-    int const n_blocks = (SeqInfo(params, b).seqlen_k() + kBlockN - 1) / kBlockN;
-    return kVarlenScheduleBuckets - 1 - min(n_blocks, kVarlenScheduleBuckets - 1);
-  };
-
-  for (int k = threadIdx.x; k < kVarlenScheduleBuckets; k += kThreads) { bucket_start[k] = 0; }
-  __syncthreads();
-  for (int b = threadIdx.x; b < batch; b += kThreads) { first_unit[b] = atomicAdd(&bucket_start[bucket_of(b)], 1); }
-  __syncthreads();
-  // Counts -> starts: each thread scans its run of buckets after the runs before it.
-  int counts[kBucketsPerThread];
-  int run = 0;
-  CUTE_UNROLL
-  for (int j = 0; j < kBucketsPerThread; ++j) {
-    counts[j] = bucket_start[threadIdx.x * kBucketsPerThread + j];
-    run += counts[j];
-  }
-  int total = 0;
-  int start = block_exclusive_sum<kThreads>(run, total);
-  CUTE_UNROLL
-  for (int j = 0; j < kBucketsPerThread; ++j) {
-    bucket_start[threadIdx.x * kBucketsPerThread + j] = start;
-    start += counts[j];
-  }
-  __syncthreads();
-  for (int b = threadIdx.x; b < batch; b += kThreads) { order[bucket_start[bucket_of(b)] + first_unit[b]] = b; }
-  __syncthreads();
-  // Each sequence's units (Q blocks, or causal pairs of them, times heads), summed in the order.
-  int units_before = 0;
-  for (int r0 = 0; r0 < batch; r0 += kThreads) {
-    int const r = r0 + int(threadIdx.x);
-    int units = 0;
-    if (r < batch) {
-      int const num_m_blocks = (SeqInfo(params, order[r]).seqlen_q() + kBlockM - 1) / kBlockM;
-      units = (num_m_blocks + Scheduler::kTilesPerUnit - 1) / Scheduler::kTilesPerUnit * params.heads_q;
-    }
-    int chunk_units = 0;
-    int const before = block_exclusive_sum<kThreads>(units, chunk_units);
-    if (r < batch) { first_unit[r] = units_before + before; }
-    units_before += chunk_units;
-  }
-  if (threadIdx.x == 0) { first_unit[batch] = units_before; }
-}
 
 }  // namespace flashcute::sm90

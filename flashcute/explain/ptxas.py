@@ -140,8 +140,9 @@ def identify(mangled):
     """(kernel_table row, dtype, causal) of a kernel from its mangled name, or None for anything else. The
     template arguments read: the element type, then kHeadDim, first among the integer literals; the causal
     flag is SM80's fwd_kernel<Traits, kCausal, kVarlen> second-last literal (the figures are of the fixed-length
-    instantiations: a packed-batch one gives None), SM90's KernelTraits<Element, kHeadDim, kCausal, kLongSeqlenK>
-    first boolean, whose second picks the long-seqlen_k tile; the SM90 backward's bwd_kernel<BwdKernelTraits<Element,
+    instantiations: a packed-batch one gives None), SM90's fwd_kernel<KernelTraits<Element, kHeadDim, kCausal,
+    kLongSeqlenK>, kVarlen> first boolean, whose second picks the long-seqlen_k tile (and a third set, a packed-batch
+    instantiation, gives None); the SM90 backward's bwd_kernel<BwdKernelTraits<Element,
     kHeadDim>, kCausal> its one boolean."""
     arch = re.match(r"_ZN9flashcute4(sm\d\d)", mangled)  # "4": the namespace is 4 letters
     if "bwd" in mangled and not mangled.startswith("_ZN9flashcute4sm9010bwd_kernel"):
@@ -162,7 +163,9 @@ def identify(mangled):
         return kernel_table.find("fwd", arch, ints[0], "all"), dtype, bools[-2]
     if backward:  # bwd_kernel<BwdKernelTraits<Element, kHeadDim>, kCausal>
         return kernel_table.find("bwd", arch, ints[0], "all"), dtype, bools[0]
-    causal, long_k = bools[0], len(bools) > 1 and bools[1]
+    causal, long_k, varlen = bools[0], len(bools) > 1 and bools[1], len(bools) > 2 and bools[2]
+    if varlen:
+        return None
     variant = "causal" if causal else "noncausal-longk" if long_k else "noncausal"
     return kernel_table.find("fwd", arch, ints[0], variant), dtype, causal
 
