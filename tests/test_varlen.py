@@ -20,7 +20,7 @@ HAS_CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 
 if HAS_CUDA:
-    from test_bwd import BACKENDS, assert_grads_close, skip_unless_built
+    from test_bwd import BACKENDS, assert_grads_close, capture_graph, skip_unless_built
     from test_fwd import skip_unless_built as skip_unless_fwd_built
     from test_fwd import (DTYPE_NAMES, DTYPES, HEAD_DIMS, HEADS, built_kernels, max_error, poison_next_allocations,
                           seed_for)
@@ -358,6 +358,45 @@ def test_opcheck(library, causal):
     dout = torch.randn_like(out)
     torch.library.opcheck(torch.ops.flashcute.bwd_varlen.default,
                           (dout, *(t.detach() for t in (q, k, v, out, lse)), cu_q, cu_k, 70, 70), options)
+
+
+@needs_cuda
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cuda_graph_replay_with_new_lengths(library, backend):
+    """fwd_varlen and bwd_varlen captured once in a CUDA graph (the SM90 forward's schedule prepass and workspace
+    included); replayed after new lengths (same batch and totals) and new q, k, v, dout are copied into the
+    captured buffers, they give the eager results for them, bit for bit (deterministic backward)."""
+    skip_unless_built(torch.bfloat16, 64, backend)
+    total_q, total_k = 600, 700
+    q, k, v = make_packed([total_q], [total_k], 4, 2, 64, torch.bfloat16, "contiguous", 51)
+    dout = torch.randn_like(q)
+    cu_q, cu_k = cu_seqlens([100, 0, 500]), cu_seqlens([300, 50, 350])
+
+    def step():
+        out, lse = torch.ops.flashcute.fwd_varlen(q, k, v, cu_q, cu_k, 600, 700, None, True, None, backend)
+        grads = torch.ops.flashcute.bwd_varlen(dout, q, k, v, out, lse, cu_q, cu_k, 600, 700, None, True, None,
+                                               True, backend)
+        return out, lse, grads
+
+    graph, (static_out, static_lse, static_grads) = capture_graph(step)
+    generator = torch.Generator(device="cuda").manual_seed(52)
+    for lens_q, lens_k in (([600, 0, 0], [1, 1, 698]), ([17, 583, 0], [350, 0, 350]), ([200, 200, 200], [0, 0, 700])):
+        cu_q.copy_(cu_seqlens(lens_q))
+        cu_k.copy_(cu_seqlens(lens_k))
+        for t in (q, k, v, dout):
+            t.copy_(torch.randn(t.shape, generator=generator, device="cuda", dtype=t.dtype))
+        for t in (static_out, static_lse, *static_grads):
+            t.fill_(math.nan)
+        graph.replay()
+        torch.cuda.synchronize()
+        out, lse, grads = step()
+        assert torch.equal(out, static_out) and torch.equal(lse, static_lse)
+        assert all(torch.equal(a, b) for a, b in zip(grads, static_grads))
+        refs = reference(q, k, v, dout, lens_q, lens_k, True)
+        (out_ref, _, grads_ref), (out_torch, _, grads_torch) = refs[True], refs[False]
+        out_atol = 2 * max_error(out_ref.to(q.dtype), out_ref) + 1e-6
+        assert max_error(out, out_ref) <= 2 * max_error(out_torch, out_ref) + out_atol
+        assert_grads_close(grads, q, k, v, dout, True, refs=(grads_ref, grads_torch))
 
 
 @needs_cuda
