@@ -21,7 +21,7 @@ SM80_STEMS = ("tiling", "smem_SmemLayoutQ", "smem_SmemLayoutKV", "smem_SmemLayou
               "mma_tv", "thread_path")
 SM90_STEMS = ("tiling", "smem_SmemLayoutQ", "smem_SmemLayoutK", "smem_SmemLayoutVt", "bank_conflicts", "bank_phase",
               "mma_tv_S", "mma_tv_O_A", "thread_path")
-CHEAP = ("tiling", "bank_conflicts", "bank_phase", "thread_path")
+CHEAP = ("tiling", "bank_conflicts", "bank_phase", "thread_path", "varlen_tiling")
 
 
 def _check_pictures(out, stems):
@@ -155,6 +155,22 @@ def test_occupancy_arithmetic():
     assert explain.occupancy(a100, 128, 16384, 255)[:2] == (2, "registers")
     assert explain.occupancy(a100, 256, 131072, 128)[0] == 1
     assert explain.occupancy(a100, 128, 200 * 1024, 64)[0] == 0  # more than a CTA may have
+
+
+def test_varlen_walk_orders_sequences_longest_first():
+    """One head, 128-row blocks: sequence 2 (700 keys) first, then 0 (300), 3 (129), 4 (40); causal units pair the
+    last block with the first. (tests/test_sm90_scheduler.py holds the walk equal to the kernel's scheduler.)"""
+    walk = explain.draw.varlen_walk((300, 0, 700, 129, 40), 128, 128, causal=False)
+    assert [(b, m) for b, m, _ in walk] == [(2, m) for m in range(6)] + [(0, 0), (0, 1), (0, 2), (3, 0), (3, 1), (4, 0)]
+    assert [i for _, _, i in walk] == list(range(12))
+    causal = explain.draw.varlen_walk((300, 0, 700), 128, 128, causal=True)
+    assert [(b, m) for b, m, _ in causal] == [(2, 5), (2, 0), (2, 4), (2, 1), (2, 3), (2, 2), (0, 2), (0, 0), (0, 1)]
+
+
+def test_varlen_tiling_rejects_bad_lengths(tmp_path):
+    for lengths in ((), (0, 0), (5, -1)):
+        with pytest.raises(ValueError, match="lengths must be non-negative integers"):
+            explain.explain("sm90", "bf16", 128, tmp_path, pictures=("varlen_tiling",), lengths=lengths)
 
 
 def test_cli_rejects_unshipped_head_dim_and_unknown_pictures(tmp_path, capsys):

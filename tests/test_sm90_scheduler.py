@@ -145,3 +145,13 @@ def test_varlen_work_is_balanced(causal):
     _, work = walk_varlen(causal, 128, lengths, lengths, heads_q=16, heads_kv=16)
     mean = sum(work.values()) / len(work)
     assert max(work.values()) / mean <= 1.05
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_varlen_walk_mirror_is_the_kernels(causal):
+    """flashcute.explain's varlen_walk (the varlen_tiling picture's numbers) is the scheduler's walk: one head, one
+    CTA, so the CTA visits every tile in the walk's order."""
+    from flashcute.explain.draw import varlen_walk
+    lengths = [300, 0, 700, 129, 40, 1000, 129]
+    tiles, _ = walk_varlen(causal, 128, lengths, lengths, heads_q=1, heads_kv=1, num_sms=1)
+    assert [(b, m) for m, _, b in tiles[0]] == [(b, m) for b, m, _ in varlen_walk(lengths, 128, 128, causal)]

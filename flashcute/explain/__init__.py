@@ -11,6 +11,8 @@ Everything is computed with flashcute.layout from flashcute.kernel_configs, whic
 tests/test_kernel_layouts.py holds equal to the kernels' own C++ traits.  DIR receives (PNG and SVG):
 
   tiling          Q, K, V, O of the problem cut into the kernel's tiles; the ragged last tile marked
+  varlen_tiling   a packed batch (--lengths) cut into Q tiles per sequence; SM90: the tensor-map coordinates that
+                  clip each sequence's last tile, and the longest-first walk
   smem_<Layout>   each shared-memory layout: the first bank of every 16-byte chunk
   bank_conflicts  every shared-memory instruction the threads issue: wavefronts with the shipped swizzle and
                   without it (the unswizzled counterfactual)

@@ -1,4 +1,4 @@
-"""The drawings: the problem's tiling, the shared-memory layouts' bank maps, the predicted bank conflicts, one
+"""The drawings: the problem's tiling (and a packed batch's), the shared-memory layouts' bank maps, the predicted bank conflicts, one
 ldmatrix/stmatrix phase, the MMA thread-value layouts, and one thread's path through a K/V block. Each is
 written as PNG and SVG; matplotlib is imported only when something is drawn."""
 
@@ -72,6 +72,78 @@ def draw_tiling(cfg, problem, out_dir):
     fig.suptitle(f"{cfg.arch} {cfg.dtype} hdim{d}: tiling of the problem (one batch, one head)", fontsize=10)
     fig.tight_layout()
     return _save(fig, out_dir, "tiling")
+
+
+def varlen_walk(lengths, block_m, block_n, causal):
+    """The SM90 forward's walk of a packed batch (csrc/sm90/varlen_schedule.h, tile_scheduler.h) for one head:
+    [(sequence, m_block, position in the walk)], the sequences by K/V blocks, most first (ties in batch order;
+    the kernel's counting sort leaves them in any order), each one's Q blocks in its units' order (causal: the
+    pair m = last - p, then p)."""
+    order = sorted(range(len(lengths)), key=lambda b: -ceil_div(lengths[b], block_n))
+    walk = []
+    for b in order:
+        blocks = ceil_div(lengths[b], block_m)
+        if not causal:
+            walk += [(b, m) for m in range(blocks)]
+            continue
+        for p in range(ceil_div(blocks, 2)):
+            walk += [(b, blocks - 1 - p)] + ([(b, p)] if p < blocks - 1 - p else [])
+    return [(b, m, i) for i, (b, m) in enumerate(walk)]
+
+
+def draw_varlen_tiling(cfg, lengths, out_dir):
+    """A packed batch (sequences of ``lengths`` query and key rows, one head) cut into the kernel's Q tiles: each
+    sequence's tiles start at its first row; the rows of a ragged last tile past the sequence's end are never
+    read from or written to the next sequence. SM90: the tensor maps index a sequence at its end row e and the
+    tile's rows at r = max_seqlen - length + row, so rows past the end fall at r >= max_seqlen (out of bounds:
+    zero-filled loads, clipped stores); the number on a tile is its position in the longest-first walk. SM80:
+    loads and stores predicated on the sequence's length."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    block_m, max_len = cfg.block_m, max(lengths)
+    starts = [sum(lengths[:b]) for b in range(len(lengths))]
+    total = sum(lengths)
+    walk = {(b, m): i for b, m, i in varlen_walk(lengths, block_m, cfg.block_n, cfg.arch == "sm90" and cfg.causal)}
+    fig, (ax, ax_map) = plt.subplots(2, 1, figsize=(13, 4.8), gridspec_kw={"height_ratios": [1, 1.3]})
+    colors = ("#9ecae1", "#a1d99b", "#fdd0a2", "#dadaeb", "#fcbba1")
+    for b, (start, length) in enumerate(zip(starts, lengths)):
+        color = colors[b % len(colors)]
+        ax.add_patch(Rectangle((start, 0), max(length, 0), 1, facecolor=color, edgecolor="#555555", lw=0.6))
+        ax.text(start + length / 2, 0.5, f"seq {b}: {length}", ha="center", va="center", fontsize=7)
+        for m in range(ceil_div(length, block_m)):
+            row0 = start + m * block_m
+            valid = min(block_m, length - m * block_m)
+            ax_map.add_patch(Rectangle((row0, b), valid, 0.8, facecolor=color, edgecolor="#3182bd", lw=0.6))
+            if valid < block_m:
+                ax_map.add_patch(Rectangle((row0 + valid, b), block_m - valid, 0.8, facecolor="white",
+                                           edgecolor="#de2d26", hatch="///", lw=0.8))
+            label = f"#{walk[(b, m)]}" if cfg.arch == "sm90" else f"m{m}"
+            ax_map.text(row0 + valid / 2, b + 0.4, label, ha="center", va="center", fontsize=6)
+        if cfg.arch == "sm90":
+            end = start + length
+            ax_map.text(total + block_m * 1.1, b + 0.4, f"e = {end}, r = {max_len - length} + row", fontsize=6,
+                        va="center")
+    ax.set_xlim(0, total + 3 * block_m)
+    ax.set_ylim(0, 1)
+    ax.set_yticks([])
+    ax.set_title(f"packed rows: {len(lengths)} sequences, {total} rows (cu_seqlens "
+                 f"{[0] + [sum(lengths[:b + 1]) for b in range(len(lengths))]})", fontsize=8, loc="left")
+    ax_map.set_xlim(0, total + 3 * block_m)
+    ax_map.set_ylim(len(lengths), 0)
+    ax_map.set_yticks([b + 0.4 for b in range(len(lengths))])
+    ax_map.set_yticklabels([f"seq {b}" for b in range(len(lengths))], fontsize=7)
+    if cfg.arch == "sm90":
+        how = (f"tensor map (max_seqlen {max_len}, d, heads, total + 1) at e = the sequence's end row: rows at "
+               f"r >= {max_len} (hatched) are out of bounds, zero-filled on load, clipped on store; #k: the "
+               f"longest-first walk (one head)")
+    else:
+        how = "hatched: past the sequence's end (cp.async zero-fills, stores predicated off); one CTA per tile"
+    ax_map.set_title(f"Q tiles of {block_m} rows per sequence. {how}", fontsize=8, loc="left")
+    ax_map.set_xlabel("packed row", fontsize=8)
+    fig.suptitle(f"{cfg.arch} {cfg.dtype} hdim{cfg.head_dim}: a packed (varlen) batch", fontsize=10)
+    fig.tight_layout()
+    return _save(fig, out_dir, "varlen_tiling")
 
 
 def _save_drawing(drawing, out_dir, stem):
@@ -304,13 +376,16 @@ def draw_thread_path(cfg, thread, out_dir):
 
 
 
-PICTURES = ("tiling", "smem", "bank_conflicts", "bank_phase", "mma_tv", "thread_path")
+PICTURES = ("tiling", "smem", "bank_conflicts", "bank_phase", "mma_tv", "thread_path", "varlen_tiling")
+VARLEN_EXAMPLE = (300, 0, 700, 129, 40)  # the lengths varlen_tiling draws unless given others
 
 
-def draw_pictures(cfg, names, problem, reports, thread, out_dir):
-    """Draw the named PICTURES (in that order); returns the files written."""
+def draw_pictures(cfg, names, problem, reports, thread, out_dir, lengths=VARLEN_EXAMPLE, varlen_cfg=None):
+    """Draw the named PICTURES (in that order); returns the files written. varlen_tiling draws ``lengths`` with
+    ``varlen_cfg`` (the packed-batch kernel's configuration; default ``cfg``)."""
     drawers = {
         "tiling": lambda: draw_tiling(cfg, problem, out_dir),
+        "varlen_tiling": lambda: draw_varlen_tiling(varlen_cfg or cfg, lengths, out_dir),
         "smem": lambda: draw_smem_layouts(cfg, out_dir),
         "bank_conflicts": lambda: draw_bank_conflicts(cfg, reports, out_dir),
         "bank_phase": lambda: draw_bank_phase(cfg, next(r for r in reports if "matrix" in r.instruction), out_dir),

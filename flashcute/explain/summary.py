@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .. import kernel_configs
 from .backward import BWD_PICTURES, explain_backward
-from .draw import PICTURES, draw_pictures, thread_path
+from .draw import PICTURES, VARLEN_EXAMPLE, draw_pictures, thread_path
 from .occupancy import occupancy_numbers
 from .problem import predicted_counts, problem_numbers, tile_numbers
 from .smem import NOT_MODELLED, kernel_access_reports
@@ -112,13 +112,17 @@ def summary_text(s):
 
 
 def explain(arch, dtype, head_dim, out_dir, seqlen_q=2000, seqlen_k=None, batch=1, heads=16, thread=0,
-            causal=False, pictures=PICTURES):
+            causal=False, pictures=PICTURES, lengths=VARLEN_EXAMPLE):
     """Write the pictures (``pictures``: names from PICTURES, all by default) and the summary for one shipped
     configuration into ``out_dir``; returns the summary dict (also written as summary.json) with the written
     files under "files". ``causal`` and ``seqlen_k`` pick the SM90 tile configuration as the launcher does (the
-    SM80 one depends on neither)."""
+    SM80 one depends on neither); ``lengths``: the packed batch varlen_tiling draws."""
     seqlen_k = seqlen_q if seqlen_k is None else seqlen_k
     cfg = kernel_configs.get_config(arch, dtype, head_dim, causal, seqlen_k)
+    # A packed batch never takes the long-seqlen_k tile (its seqlen_k is only the longest sequence's).
+    varlen_cfg = kernel_configs.get_config(arch, dtype, head_dim, causal, 1)
+    if not lengths or any(not isinstance(n, int) or n < 0 for n in lengths) or not sum(lengths):
+        raise ValueError(f"lengths must be non-negative integers, not all 0, got {lengths!r}")
     for name, value in (("seqlen_q", seqlen_q), ("seqlen_k", seqlen_k), ("batch", batch), ("heads", heads)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -127,7 +131,7 @@ def explain(arch, dtype, head_dim, out_dir, seqlen_q=2000, seqlen_k=None, batch=
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     summary, reports = summarize(cfg, batch, heads, seqlen_q, seqlen_k, thread)
-    files = draw_pictures(cfg, pictures, summary["problem"], reports, thread, out_dir)
+    files = draw_pictures(cfg, pictures, summary["problem"], reports, thread, out_dir, tuple(lengths), varlen_cfg)
     (out_dir / "summary.txt").write_text(summary_text(summary))
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     summary["files"] = [str(p) for p in files] + [str(out_dir / "summary.txt"), str(out_dir / "summary.json")]
@@ -148,6 +152,8 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--heads", type=int, default=16)
     parser.add_argument("--causal", action="store_true", help="the causal variant (SM90 tiles depend on it)")
+    parser.add_argument("--lengths", default=",".join(map(str, VARLEN_EXAMPLE)),
+                        help="a packed batch's sequence lengths, comma-separated, for the varlen_tiling picture")
     parser.add_argument("--thread", type=int, default=0,
                         help="the thread whose path is drawn (SM90: consumer thread, threadIdx.x - 128)")
     parser.add_argument("--pictures", default=None,
@@ -163,8 +169,9 @@ def main(argv=None):
         if args.op == "bwd":
             summary = explain_backward(args.dtype, args.hdim, args.out, pictures)
         else:
+            lengths = [int(n) for n in args.lengths.split(",") if n.strip()]
             summary = explain(args.arch, args.dtype, args.hdim, args.out, args.seqlen, args.seqlen_k, args.batch,
-                              args.heads, args.thread, args.causal, pictures)
+                              args.heads, args.thread, args.causal, pictures, lengths)
     except ValueError as e:
         parser.error(str(e))
     print(Path(args.out, "summary.txt").read_text(), end="")
