@@ -24,7 +24,7 @@ if not torch.cuda.is_available():
 
 import flashcute
 from reference import attention_grads_ref
-from test_fwd import (DTYPE_NAMES, DTYPES, HEAD_DIMS, HEADS, LAYOUTS, built_kernels, make_qkv, max_error,
+from test_fwd import (DTYPE_NAMES, DTYPES, HEAD_DIMS, HEADS, LAYOUTS, built_kernels, has_kernel, make_qkv, max_error,
                       poison_next_allocations, seed_for)
 
 SMALL_SHAPES = [(1, 1), (1, 239), (113, 203), (203, 113), (128, 128), (2048, 1), (239, 1)]
@@ -40,8 +40,7 @@ def skip_unless_built(dtype, head_dim, backend="sm80"):
     if backend == "sm90" and torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the sm90 backend needs a compute capability 9.x GPU")
     for op in ("fwd", "bwd"):
-        prefix = f"{op}_{backend}_{DTYPE_NAMES[dtype]}_hdim"
-        if not any(name.startswith(prefix) and int(name[len(prefix):]) >= head_dim for name in built_kernels()):
+        if not has_kernel(op, backend, dtype, head_dim):
             pytest.skip(f"no {op} {backend} {DTYPE_NAMES[dtype]} kernel for head dim {head_dim} in this build")
 
 

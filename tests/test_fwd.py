@@ -40,9 +40,14 @@ def skip_unless_built(library, dtype, head_dim, backend):
     (FLASHCUTE_DTYPES/HDIMS builds), or the sm90 backend off Hopper or outside the build."""
     if backend == "sm90" and torch.cuda.get_device_capability()[0] != 9:
         pytest.skip("the sm90 backend needs a compute capability 9.x GPU")
-    prefix = f"fwd_{backend}_{DTYPE_NAMES[dtype]}_hdim"
-    if not any(name.startswith(prefix) and int(name[len(prefix):]) >= head_dim for name in built_kernels()):
+    if not has_kernel("fwd", backend, dtype, head_dim):
         pytest.skip(f"no {backend} {DTYPE_NAMES[dtype]} kernel for head dim {head_dim} in this build")
+
+
+def has_kernel(op, backend, dtype, head_dim):
+    """Whether the loaded build has an `op` kernel of this backend and dtype for head_dim (one at or above it)."""
+    prefix = f"{op}_{backend}_{DTYPE_NAMES[dtype]}_hdim"
+    return any(name.startswith(prefix) and int(name[len(prefix):]) >= head_dim for name in built_kernels())
 
 
 @functools.cache

@@ -33,8 +33,8 @@ needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 
 if HAS_CUDA:
     from test_bwd import assert_grads_close, capture_graph, make_dout, skip_unless_built
-    from test_fwd import (DTYPE_NAMES, DTYPES, HEAD_DIMS, assert_close_to_reference, built_kernels, check_fwd,
-                          make_qkv, poison_next_allocations, seed_for)
+    from test_fwd import (DTYPE_NAMES, DTYPES, HEAD_DIMS, assert_close_to_reference, check_fwd,
+                          has_kernel, make_qkv, poison_next_allocations, seed_for)
 else:
     DTYPES, DTYPE_NAMES, HEAD_DIMS = [], {}, []
 
@@ -57,8 +57,7 @@ def skip_unless_decode_built(dtype, head_dim):
     """test_bwd.py's skip (the sm80 forward and backward for this dtype at or above head_dim), and the same for the
     decode kernels (decode_sm80_<dtype>_hdim<d>) that fwd_kvcache runs."""
     skip_unless_built(dtype, head_dim)
-    prefix = f"decode_sm80_{DTYPE_NAMES[dtype]}_hdim"
-    if not any(name.startswith(prefix) and int(name[len(prefix):]) >= head_dim for name in built_kernels()):
+    if not has_kernel("decode", "sm80", dtype, head_dim):
         pytest.skip(f"no sm80 {DTYPE_NAMES[dtype]} decode kernel for head dim {head_dim} in this build")
 
 

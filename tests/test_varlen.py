@@ -22,8 +22,8 @@ needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 if HAS_CUDA:
     from test_bwd import BACKENDS, assert_grads_close, capture_graph, skip_unless_built
     from test_fwd import skip_unless_built as skip_unless_fwd_built
-    from test_fwd import (DTYPE_NAMES, DTYPES, HEAD_DIMS, HEADS, built_kernels, max_error, poison_next_allocations,
-                          seed_for)
+    from test_fwd import (DTYPE_NAMES, DTYPES, HEAD_DIMS, HEADS, built_kernels, has_kernel, max_error,
+                          poison_next_allocations, seed_for)
 else:
     DTYPES, DTYPE_NAMES, HEAD_DIMS, HEADS, BACKENDS = [], {}, [], {}, []
 
@@ -88,8 +88,7 @@ def varlen_backends(library, dtype, head_dim, backend):
     with sm80's backward at the head dims no sm90 backward kernel covers."""
     if backend == "sm90":
         skip_unless_fwd_built(library, dtype, head_dim, "sm90")
-        prefix = f"bwd_sm90_{DTYPE_NAMES[dtype]}_hdim"
-        if not any(name.startswith(prefix) and int(name[len(prefix):]) >= head_dim for name in built_kernels()):
+        if not has_kernel("bwd", "sm90", dtype, head_dim):
             skip_unless_built(dtype, head_dim, "sm80")
             return "sm90", "sm80"
     skip_unless_built(dtype, head_dim, backend)

@@ -32,34 +32,42 @@ inline std::string tma_tensor_reason(char const* name, void const* ptr, int64_t 
   return "";
 }
 
+// The extents the tensor maps' strides step over: (batch entries, rows of Q's tensors, rows of K's tensors). Varlen:
+// packed (total, heads, head_dim) tensors, whose tensor maps index rows by the row stride only (gmem.h), so one
+// batch entry and the packed totals.
+struct TmaExtents {
+  int batch, q_rows, k_rows;
+};
+inline TmaExtents tma_extents(AttnParams const& p) {
+  bool const varlen = p.cu_seqlens_q != nullptr;
+  return varlen ? TmaExtents{1, p.total_q, p.total_k} : TmaExtents{p.batch, p.seqlen_q, p.seqlen_k};
+}
+
 // Empty when the SM90 kernel of the op can run these parameters, else the reason, naming the tensor.
 template <class Params>
 std::string unsupported_reason(Params const& p, int element_bytes) {
   constexpr bool kBwd = std::is_same_v<Params, BwdParams>;
-  // Varlen: packed (total, heads, head_dim) tensors, whose tensor maps index rows by row stride only (gmem.h).
-  bool const varlen = p.cu_seqlens_q != nullptr;
-  int const batch = varlen ? 1 : p.batch;
-  int const q_rows = varlen ? p.total_q : p.seqlen_q;
-  int const k_rows = varlen ? p.total_k : p.seqlen_k;
+  TmaExtents const extents = tma_extents(p);
   std::string reason;
   auto check = [&](char const* name, void const* ptr, int64_t batch_stride, int64_t row_stride, int64_t head_stride,
                    int rows, int heads) {
     if (reason.empty()) {
-      reason = tma_tensor_reason(name, ptr, batch_stride, row_stride, head_stride, batch, rows, heads, element_bytes);
+      reason = tma_tensor_reason(name, ptr, batch_stride, row_stride, head_stride, extents.batch, rows, heads,
+                                 element_bytes);
     }
   };
-  check("q", p.q_ptr, p.q_batch_stride, p.q_row_stride, p.q_head_stride, q_rows, p.heads_q);
+  check("q", p.q_ptr, p.q_batch_stride, p.q_row_stride, p.q_head_stride, extents.q_rows, p.heads_q);
   if constexpr (!kBwd) {  // the backward reads out with plain loads (its preprocess)
-    check("out", p.o_ptr, p.o_batch_stride, p.o_row_stride, p.o_head_stride, q_rows, p.heads_q);
+    check("out", p.o_ptr, p.o_batch_stride, p.o_row_stride, p.o_head_stride, extents.q_rows, p.heads_q);
   }
-  if (k_rows > 0) {  // with no keys, k and v are never read
-    check("k", p.k_ptr, p.k_batch_stride, p.k_row_stride, p.k_head_stride, k_rows, p.heads_kv);
-    check("v", p.v_ptr, p.v_batch_stride, p.v_row_stride, p.v_head_stride, k_rows, p.heads_kv);
+  if (extents.k_rows > 0) {  // with no keys, k and v are never read
+    check("k", p.k_ptr, p.k_batch_stride, p.k_row_stride, p.k_head_stride, extents.k_rows, p.heads_kv);
+    check("v", p.v_ptr, p.v_batch_stride, p.v_row_stride, p.v_head_stride, extents.k_rows, p.heads_kv);
   }
   if constexpr (kBwd) {
-    check("dout", p.do_ptr, p.do_batch_stride, p.do_row_stride, p.do_head_stride, q_rows, p.heads_q);
-    check("dk", p.dk_ptr, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, k_rows, p.heads_kv);
-    check("dv", p.dv_ptr, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, k_rows, p.heads_kv);
+    check("dout", p.do_ptr, p.do_batch_stride, p.do_row_stride, p.do_head_stride, extents.q_rows, p.heads_q);
+    check("dk", p.dk_ptr, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride, extents.k_rows, p.heads_kv);
+    check("dv", p.dv_ptr, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride, extents.k_rows, p.heads_kv);
   }
   if (reason.empty() && (p.head_dim <= 0 || p.head_dim % 8 != 0)) {
     reason = "head_dim must be a positive multiple of 8, got " + std::to_string(p.head_dim);
@@ -80,24 +88,20 @@ bool tma_can_run(Params const& params, int element_bytes, char* why, int why_siz
 
 // Tensor maps need a valid stride even where it is never used: a dimension with a single index (torch keeps
 // any value there), or k and v (dk, dv) when there are no keys. Give those 16 bytes.
-// Varlen: the batch strides are never used, and the rows' extent is the packed total.
 template <class Params>
 Params with_tma_strides(Params p) {
   int64_t const unused = 8;  // elements
-  bool const varlen = p.cu_seqlens_q != nullptr;
-  int const batch = varlen ? 1 : p.batch;
-  int const q_rows = varlen ? p.total_q : p.seqlen_q;
-  int const k_rows = varlen ? p.total_k : p.seqlen_k;
-  int const kv_batch = k_rows > 0 ? batch : 0;
-  int const kv_heads = k_rows > 0 ? p.heads_kv : 0;
+  TmaExtents const extents = tma_extents(p);
+  int const kv_batch = extents.k_rows > 0 ? extents.batch : 0;
+  int const kv_heads = extents.k_rows > 0 ? p.heads_kv : 0;
   auto fix = [&](int64_t& stride, int extent) {
     if (extent <= 1) { stride = unused; }
   };
   auto fix_q_rows = [&](int64_t& batch_stride, int64_t& row, int64_t& head) {
-    fix(batch_stride, batch), fix(row, q_rows), fix(head, p.heads_q);
+    fix(batch_stride, extents.batch), fix(row, extents.q_rows), fix(head, p.heads_q);
   };
   auto fix_k_rows = [&](int64_t& batch_stride, int64_t& row, int64_t& head) {
-    fix(batch_stride, kv_batch), fix(row, k_rows), fix(head, kv_heads);
+    fix(batch_stride, kv_batch), fix(row, extents.k_rows), fix(head, kv_heads);
   };
   fix_q_rows(p.q_batch_stride, p.q_row_stride, p.q_head_stride);
   fix_q_rows(p.o_batch_stride, p.o_row_stride, p.o_head_stride);
