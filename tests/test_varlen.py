@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import flashcute
+from flashcute import kernel_table
 from reference import attention_grads_ref, attention_ref
 
 HAS_CUDA = torch.cuda.is_available()
@@ -179,6 +180,59 @@ def test_seqused_k(library, causal, backend):
     q, k, v = make_packed(lens_q, lens_k, 4, 2, 128, torch.bfloat16, "contiguous", 11)
     _, (dq, dk, dv) = check_varlen(q, k, v, lens_q, lens_k, causal, 12, backend, seqused_k=used)
     assert not dk[150 + 3:150 + 40].any() and not dv[150 + 3:150 + 40].any()
+
+
+def swizzle_atom_cols(head_dim):
+    """Head-dim columns of the SM90 kernels' shared-memory atom for a head dim (csrc/sm90/kernel_traits.h
+    k_major_smem_atom: the widest 128/64/32-byte swizzle that tiles it), which is also their TMA box width."""
+    return 64 if head_dim % 64 == 0 else 32 if head_dim % 32 == 0 else 16
+
+
+def sm90_tma_box_cols(op, kernel_head_dim):
+    """The narrowest TMA box of an SM90 kernel (kTmaBoxCols): the forward's Q/K/V/O atom; the backward's K atom
+    tiles one warpgroup's share of the dQ gemm's head dim."""
+    if op == "fwd":
+        return swizzle_atom_cols(kernel_head_dim)
+    (tile,) = [k.tile for k in kernel_table.KERNELS if (k.op, k.arch, k.head_dim) == ("bwd", "sm90", kernel_head_dim)]
+    dq_cols = kernel_head_dim * tile.atom_dq_m // (tile.block_n // 64)
+    return min(swizzle_atom_cols(kernel_head_dim), swizzle_atom_cols(dq_cols))
+
+
+@needs_cuda
+@pytest.mark.parametrize("op", ["fwd", "bwd"])
+def test_head_dims_padded_to_a_kernel(library, op):
+    """Every head dim (a multiple of 8) that runs on a larger SM90 kernel of this build: a packed batch runs and
+    matches the reference where each of the kernel's TMA boxes reaches a column below head_dim, and otherwise the
+    sm90 backend refuses it with a clear error (csrc/sm90/requirements.h; such boxes faulted) while auto runs it on
+    sm80. Builds with every head dim have no refused case; restricted ones (FLASHCUTE_HDIMS) do."""
+    prefix = f"{op}_sm90_bf16_hdim"
+    kernel_dims = sorted(int(name[len(prefix):]) for name in built_kernels() if name.startswith(prefix))
+    if not kernel_dims:
+        pytest.skip(f"no {op} sm90 bf16 kernel in this build")
+    lens_q, lens_k = RAGGED
+    ran = 0
+    for head_dim in range(8, kernel_dims[-1] + 1, 8):
+        kernel_dim = min(d for d in kernel_dims if d >= head_dim)
+        if kernel_dim == head_dim or not has_kernel("fwd", "sm80", torch.bfloat16, head_dim):
+            continue
+        q, k, v = make_packed(lens_q, lens_k, 2, 1, head_dim, torch.bfloat16, "contiguous", head_dim)
+        box = sm90_tma_box_cols(op, kernel_dim)
+        refused = (head_dim + box - 1) // box * box < kernel_dim
+        backends = "sm90" if op == "fwd" else ("sm80", "sm90")
+        if refused:
+            with pytest.raises(RuntimeError, match=f"head_dim {head_dim} need an SM90 kernel for head dim"):
+                run_varlen(q, k, v, torch.randn_like(q), lens_q, lens_k, False, backends)
+            if op == "bwd" and not has_kernel("bwd", "sm80", torch.bfloat16, head_dim):
+                continue
+            backends = "auto" if op == "fwd" else ("sm80", "auto")
+        if op == "fwd":
+            out, lse, _ = run_varlen(q, k, v, None, lens_q, lens_k, False, backends)
+            assert_out_lse_close(out, lse, reference(q, k, v, None, lens_q, lens_k, False))
+        else:
+            check_varlen(q, k, v, lens_q, lens_k, False, head_dim, backends)
+        ran += 1
+    if ran == 0:
+        pytest.skip(f"no head dim of this build runs on a larger {op} sm90 kernel with an sm80 forward beside it")
 
 
 @needs_cuda

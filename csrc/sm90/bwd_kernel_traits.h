@@ -71,6 +71,9 @@ struct BwdKernelTraits {
   // dQ gemm's head-dim slice of one warpgroup (K^T is its B operand); the rest tile the whole head dim.
   using SmemLayoutAtomQdOV = decltype(k_major_smem_atom<Element, kHeadDim>());
   using SmemLayoutAtomK = decltype(k_major_smem_atom<Element, kdQHeadDimPerWarpGroup>());
+  // Head-dim columns of the narrowest TMA box (requirements.h: packed batches need each box to reach a column
+  // below head_dim).
+  static constexpr int kTmaBoxCols = cute::min(size<1>(SmemLayoutAtomQdOV{}), size<1>(SmemLayoutAtomK{}));
   using SmemLayoutQ = decltype(tile_to_shape(SmemLayoutAtomQdOV{}, Shape<Int<kBlockM>, Int<kHeadDim>, Int<kStages>>{}));
   using SmemLayoutdO = SmemLayoutQ;
   using SmemLayoutK = decltype(tile_to_shape(SmemLayoutAtomK{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));

@@ -52,7 +52,7 @@ struct BwdKernel {
 
   // The caller allocates lse_log2_ptr for kernels of this arch (flash_api.cpp).
   static bool can_run(BwdParams const& params, char* why, int why_size) {
-    return tma_can_run(params, sizeof(Element), why, why_size);
+    return tma_can_run(params, sizeof(Element), kHeadDim, Traits::kTmaBoxCols, why, why_size);
   }
 
   static void launch(BwdParams const& params, cudaStream_t stream) {

@@ -79,6 +79,9 @@ struct KernelTraits {
       AtomLayoutMNK{}));
 
   using SmemLayoutAtom = decltype(k_major_smem_atom<Element, kHeadDim>());
+  // Head-dim columns of each TMA box of Q, K, V and O (requirements.h: packed batches need each box to reach a
+  // column below head_dim).
+  static constexpr int kTmaBoxCols = size<1>(SmemLayoutAtom{});
   using SmemLayoutQ = decltype(tile_to_shape(SmemLayoutAtom{}, Shape<Int<kBlockM>, Int<kHeadDim>>{}));
   using SmemLayoutK =
       decltype(tile_to_shape(SmemLayoutAtom{}, Shape<Int<kBlockN>, Int<kHeadDim>, Int<kStages>>{}));

@@ -44,7 +44,8 @@ void launch(FwdParams const& params, cudaStream_t stream) {
 template <typename Element, int kHeadDim>
 struct FwdKernel {
   static bool can_run(FwdParams const& params, char* why, int why_size) {
-    return tma_can_run(params, sizeof(Element), why, why_size);
+    return tma_can_run(params, sizeof(Element), kHeadDim, KernelTraits<Element, kHeadDim, false>::kTmaBoxCols, why,
+                       why_size);
   }
 
   static void launch(FwdParams const& params, cudaStream_t stream) {

@@ -43,9 +43,10 @@ inline TmaExtents tma_extents(AttnParams const& p) {
   return varlen ? TmaExtents{1, p.total_q, p.total_k} : TmaExtents{p.batch, p.seqlen_q, p.seqlen_k};
 }
 
-// Empty when the SM90 kernel of the op can run these parameters, else the reason, naming the tensor.
+// Empty when the SM90 kernel of the op (instantiated for kernel_head_dim, whose TMA boxes are box_cols wide) can run
+// these parameters, else the reason, naming the tensor.
 template <class Params>
-std::string unsupported_reason(Params const& p, int element_bytes) {
+std::string unsupported_reason(Params const& p, int element_bytes, int kernel_head_dim, int box_cols) {
   constexpr bool kBwd = std::is_same_v<Params, BwdParams>;
   TmaExtents const extents = tma_extents(p);
   std::string reason;
@@ -72,13 +73,24 @@ std::string unsupported_reason(Params const& p, int element_bytes) {
   if (reason.empty() && (p.head_dim <= 0 || p.head_dim % 8 != 0)) {
     reason = "head_dim must be a positive multiple of 8, got " + std::to_string(p.head_dim);
   }
+  // A packed batch's tensor maps start max_seqlen rows before the tensor (gmem.h make_rows_tensor). There a box
+  // wholly past head_dim (only in builds without the head dim's own kernel) raised an illegal address on an H100
+  // where it should have filled zeros, depending on the memory before the tensor; so each box must reach a column
+  // below head_dim.
+  int const padded_head_dim = (p.head_dim + box_cols - 1) / box_cols * box_cols;
+  if (reason.empty() && p.cu_seqlens_q != nullptr && padded_head_dim < kernel_head_dim) {
+    reason = "packed (varlen) batches with head_dim " + std::to_string(p.head_dim) +
+             " need an SM90 kernel for head dim " + std::to_string(padded_head_dim) + ", and this build's nearest is " +
+             std::to_string(kernel_head_dim) + " (FLASHCUTE_HDIMS chooses the build's head dims)";
+  }
   return reason;
 }
 
 // The registry's can_run for an SM90 kernel (common/registry.h): true, or false with the reason in `why`.
 template <class Params>
-bool tma_can_run(Params const& params, int element_bytes, char* why, int why_size) {
-  std::string const reason = unsupported_reason(params, element_bytes);
+bool tma_can_run(Params const& params, int element_bytes, int kernel_head_dim, int box_cols, char* why,
+                 int why_size) {
+  std::string const reason = unsupported_reason(params, element_bytes, kernel_head_dim, box_cols);
   if (!reason.empty() && why_size > 0) {
     std::strncpy(why, reason.c_str(), why_size - 1);
     why[why_size - 1] = '\0';
