@@ -84,12 +84,48 @@ def reference(q, k, v, dout, lens_q, lens_k, causal, seqused_k=None, softmax_sca
     return result
 
 
+def swizzle_atom_cols(head_dim):
+    """Head-dim columns of the SM90 kernels' shared-memory atom for a head dim (csrc/sm90/kernel_traits.h
+    k_major_smem_atom: the widest 128/64/32-byte swizzle that tiles it), which is also their TMA box width."""
+    return 64 if head_dim % 64 == 0 else 32 if head_dim % 32 == 0 else 16
+
+
+def sm90_tma_box_cols(op, kernel_head_dim):
+    """The narrowest TMA box of an SM90 kernel (kTmaBoxCols): the forward's Q/K/V/O atom; the backward's K atom
+    tiles one warpgroup's share of the dQ gemm's head dim."""
+    if op == "fwd":
+        return swizzle_atom_cols(kernel_head_dim)
+    (tile,) = [k.tile for k in kernel_table.KERNELS if (k.op, k.arch, k.head_dim) == ("bwd", "sm90", kernel_head_dim)]
+    dq_cols = kernel_head_dim * tile.atom_dq_m // (tile.block_n // 64)
+    return min(swizzle_atom_cols(kernel_head_dim), swizzle_atom_cols(dq_cols))
+
+
+def sm90_kernel_dim(op, dtype, head_dim):
+    """The head dim of the SM90 `op` kernel this build runs head_dim on (the smallest at or above it), or None."""
+    prefix = f"{op}_sm90_{DTYPE_NAMES[dtype]}_hdim"
+    dims = [int(name[len(prefix):]) for name in built_kernels() if name.startswith(prefix)]
+    return min((d for d in dims if d >= head_dim), default=None)
+
+
+def sm90_refuses(op, dtype, head_dim):
+    """Whether that kernel refuses packed batches of head_dim: one of its TMA boxes would lie wholly past it
+    (csrc/sm90/requirements.h)."""
+    kernel_dim = sm90_kernel_dim(op, dtype, head_dim)
+    if kernel_dim is None:
+        return False
+    box = sm90_tma_box_cols(op, kernel_dim)
+    return (head_dim + box - 1) // box * box < kernel_dim
+
+
 def varlen_backends(library, dtype, head_dim, backend):
     """(forward, backward) backends of a test of `backend`, skipping what this build cannot run: sm90's forward
     with sm80's backward at the head dims no sm90 backward kernel covers."""
     if backend == "sm90":
         skip_unless_fwd_built(library, dtype, head_dim, "sm90")
-        if not has_kernel("bwd", "sm90", dtype, head_dim):
+        if sm90_refuses("fwd", dtype, head_dim):
+            pytest.skip("this build's sm90 forward refuses packed batches of this head dim "
+                        "(test_head_dims_padded_to_a_kernel)")
+        if not has_kernel("bwd", "sm90", dtype, head_dim) or sm90_refuses("bwd", dtype, head_dim):
             skip_unless_built(dtype, head_dim, "sm80")
             return "sm90", "sm80"
     skip_unless_built(dtype, head_dim, backend)
@@ -175,27 +211,11 @@ def test_varlen_large(library, head_dim, causal, backend):
 @pytest.mark.parametrize("causal", [False, True])
 def test_seqused_k(library, causal, backend):
     """Only the first seqused_k[b] keys of sequence b count; the others get zero gradients."""
-    skip_unless_built(torch.bfloat16, 128, backend)
+    backends = varlen_backends(library, torch.bfloat16, 128, backend)
     lens_q, lens_k, used = [100, 17, 0, 64], [150, 40, 9, 64], [150, 3, 9, 0]
     q, k, v = make_packed(lens_q, lens_k, 4, 2, 128, torch.bfloat16, "contiguous", 11)
-    _, (dq, dk, dv) = check_varlen(q, k, v, lens_q, lens_k, causal, 12, backend, seqused_k=used)
+    _, (dq, dk, dv) = check_varlen(q, k, v, lens_q, lens_k, causal, 12, backends, seqused_k=used)
     assert not dk[150 + 3:150 + 40].any() and not dv[150 + 3:150 + 40].any()
-
-
-def swizzle_atom_cols(head_dim):
-    """Head-dim columns of the SM90 kernels' shared-memory atom for a head dim (csrc/sm90/kernel_traits.h
-    k_major_smem_atom: the widest 128/64/32-byte swizzle that tiles it), which is also their TMA box width."""
-    return 64 if head_dim % 64 == 0 else 32 if head_dim % 32 == 0 else 16
-
-
-def sm90_tma_box_cols(op, kernel_head_dim):
-    """The narrowest TMA box of an SM90 kernel (kTmaBoxCols): the forward's Q/K/V/O atom; the backward's K atom
-    tiles one warpgroup's share of the dQ gemm's head dim."""
-    if op == "fwd":
-        return swizzle_atom_cols(kernel_head_dim)
-    (tile,) = [k.tile for k in kernel_table.KERNELS if (k.op, k.arch, k.head_dim) == ("bwd", "sm90", kernel_head_dim)]
-    dq_cols = kernel_head_dim * tile.atom_dq_m // (tile.block_n // 64)
-    return min(swizzle_atom_cols(kernel_head_dim), swizzle_atom_cols(dq_cols))
 
 
 @needs_cuda
@@ -205,21 +225,15 @@ def test_head_dims_padded_to_a_kernel(library, op):
     matches the reference where each of the kernel's TMA boxes reaches a column below head_dim, and otherwise the
     sm90 backend refuses it with a clear error (csrc/sm90/requirements.h; such boxes faulted) while auto runs it on
     sm80. Builds with every head dim have no refused case; restricted ones (FLASHCUTE_HDIMS) do."""
-    prefix = f"{op}_sm90_bf16_hdim"
-    kernel_dims = sorted(int(name[len(prefix):]) for name in built_kernels() if name.startswith(prefix))
-    if not kernel_dims:
-        pytest.skip(f"no {op} sm90 bf16 kernel in this build")
     lens_q, lens_k = RAGGED
     ran = 0
-    for head_dim in range(8, kernel_dims[-1] + 1, 8):
-        kernel_dim = min(d for d in kernel_dims if d >= head_dim)
-        if kernel_dim == head_dim or not has_kernel("fwd", "sm80", torch.bfloat16, head_dim):
+    for head_dim in range(8, 257, 8):
+        kernel_dim = sm90_kernel_dim(op, torch.bfloat16, head_dim)
+        if kernel_dim in (None, head_dim) or not has_kernel("fwd", "sm80", torch.bfloat16, head_dim):
             continue
         q, k, v = make_packed(lens_q, lens_k, 2, 1, head_dim, torch.bfloat16, "contiguous", head_dim)
-        box = sm90_tma_box_cols(op, kernel_dim)
-        refused = (head_dim + box - 1) // box * box < kernel_dim
         backends = "sm90" if op == "fwd" else ("sm80", "sm90")
-        if refused:
+        if sm90_refuses(op, torch.bfloat16, head_dim):
             with pytest.raises(RuntimeError, match=f"head_dim {head_dim} need an SM90 kernel for head dim"):
                 run_varlen(q, k, v, torch.randn_like(q), lens_q, lens_k, False, backends)
             if op == "bwd" and not has_kernel("bwd", "sm80", torch.bfloat16, head_dim):
@@ -257,7 +271,7 @@ def test_rows_outside_every_sequence_are_not_written(library, heads, backend):
     """Packed rows past cu_seqlens[-1] belong to no sequence: out, lse and the gradients keep whatever their memory
     held there (poison), and the sequences' own rows are the reference's. Unused keys hold NaN: no P.V may read
     them into a sequence (0 * NaN)."""
-    skip_unless_built(torch.bfloat16, 64, backend)
+    backends = varlen_backends(library, torch.bfloat16, 64, backend)
     heads_q, heads_kv = HEADS[heads]
     lens_q, lens_k = [10, 20, 1], [15, 10, 70]
     q, k, v = make_packed([*lens_q, 19], [*lens_k, 5], heads_q, heads_kv, 64, torch.bfloat16, "contiguous", 31)
@@ -265,7 +279,7 @@ def test_rows_outside_every_sequence_are_not_written(library, heads, backend):
     seqs_q, seqs_k = slice(0, sum(lens_q)), slice(0, sum(lens_k))
     dout = torch.randn_like(q)
     for causal in (False, True):
-        out, lse, (dq, dk, dv) = run_varlen(q, k, v, dout, lens_q, lens_k, causal, backend)
+        out, lse, (dq, dk, dv) = run_varlen(q, k, v, dout, lens_q, lens_k, causal, backends)
         assert out[seqs_q.stop:].isnan().all() and lse[:, seqs_q.stop:].isnan().all()
         assert dq[seqs_q.stop:].isnan().all() and dk[seqs_k.stop:].isnan().all() and dv[seqs_k.stop:].isnan().all()
         refs = reference(q[seqs_q], k[seqs_k], v[seqs_k], dout[seqs_q], lens_q, lens_k, causal)
@@ -296,11 +310,11 @@ def test_equal_lengths_match_the_fixed_length_op(library):
 @needs_cuda
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_larger_max_seqlen_changes_nothing(library, backend):
-    skip_unless_built(torch.bfloat16, 96, backend)
+    backends = varlen_backends(library, torch.bfloat16, 96, backend)
     q, k, v = make_packed(*RAGGED, 6, 2, 96, torch.bfloat16, "contiguous", 21)
     dout = torch.randn_like(q)
-    exact = run_varlen(q, k, v, dout, *RAGGED, True, backend, deterministic=True)
-    larger = run_varlen(q, k, v, dout, *RAGGED, True, backend, deterministic=True, max_seqlen=(1000, 700))
+    exact = run_varlen(q, k, v, dout, *RAGGED, True, backends, deterministic=True)
+    larger = run_varlen(q, k, v, dout, *RAGGED, True, backends, deterministic=True, max_seqlen=(1000, 700))
     assert torch.equal(exact[0], larger[0]) and torch.equal(exact[1], larger[1])
     assert all(torch.equal(a, b) for a, b in zip(exact[2], larger[2]))
 
@@ -327,8 +341,10 @@ def test_flash_attn_varlen_func_trains(library, backend):
                                            deterministic=True)
     dout = torch.randn_like(out)
     out.backward(dout)
-    hopper = torch.cuda.get_device_capability()[0] == 9 and "bwd_sm90_bf16_hdim128" in built_kernels()
-    chosen = "sm90" if backend == "auto" and hopper else "sm80"
+    hopper = torch.cuda.get_device_capability()[0] == 9
+    fwd_sm90 = hopper and has_kernel("fwd", "sm90", torch.bfloat16, 128) and not sm90_refuses("fwd", torch.bfloat16, 128)
+    bwd_sm90 = hopper and has_kernel("bwd", "sm90", torch.bfloat16, 128) and not sm90_refuses("bwd", torch.bfloat16, 128)
+    chosen = ("sm90" if fwd_sm90 else "sm80", "sm90" if bwd_sm90 else "sm80") if backend == "auto" else "sm80"
     _, _, grads = run_varlen(q.detach(), k.detach(), v.detach(), dout, lens, lens, True, chosen, deterministic=True)
     assert all(torch.equal(a, b) for a, b in zip((q.grad, k.grad, v.grad), grads))
 
@@ -419,16 +435,16 @@ def test_cuda_graph_replay_with_new_lengths(library, backend):
     """fwd_varlen and bwd_varlen captured once in a CUDA graph (the SM90 forward's schedule prepass and workspace
     included); replayed after new lengths (same batch and totals) and new q, k, v, dout are copied into the
     captured buffers, they give the eager results for them, bit for bit (deterministic backward)."""
-    skip_unless_built(torch.bfloat16, 64, backend)
+    fwd_backend, bwd_backend = varlen_backends(library, torch.bfloat16, 64, backend)
     total_q, total_k = 600, 700
     q, k, v = make_packed([total_q], [total_k], 4, 2, 64, torch.bfloat16, "contiguous", 51)
     dout = torch.randn_like(q)
     cu_q, cu_k = cu_seqlens([100, 0, 500]), cu_seqlens([300, 50, 350])
 
     def step():
-        out, lse = torch.ops.flashcute.fwd_varlen(q, k, v, cu_q, cu_k, 600, 700, None, True, None, backend)
+        out, lse = torch.ops.flashcute.fwd_varlen(q, k, v, cu_q, cu_k, 600, 700, None, True, None, fwd_backend)
         grads = torch.ops.flashcute.bwd_varlen(dout, q, k, v, out, lse, cu_q, cu_k, 600, 700, None, True, None,
-                                               True, backend)
+                                               True, bwd_backend)
         return out, lse, grads
 
     graph, (static_out, static_lse, static_grads) = capture_graph(step)
