@@ -413,9 +413,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> run_bwd(char const* op, QKVShape 
   params.dq_accum_ptr = dq_accum.data_ptr<float>();
   params.dsoftmax_sum_ptr = dsoftmax_sum.data_ptr<float>();
   at::Tensor lse_log2;  // the SM90 kernel's copy of the LSE in its row blocks
+  at::Tensor first_kv_block;  // the SM90 kernel's grid over a packed batch (BwdParams::first_kv_block)
   if (kernel.key.arch == Arch::kSm90) {
     lse_log2 = at::empty({sequences, s.heads_q, q_accum_rows}, f32);
     params.lse_log2_ptr = lse_log2.data_ptr<float>();
+    if (varlen) {
+      first_kv_block = at::empty({s.batch + 1}, q.options().dtype(at::kInt));
+      params.first_kv_block = first_kv_block.data_ptr<int>();
+    }
   }
   bool const grouped = s.heads_q != s.heads_kv;
   at::Tensor dk_accum, dv_accum, dq_semaphore, dkv_semaphore;

@@ -155,3 +155,17 @@ def test_varlen_walk_mirror_is_the_kernels(causal):
     lengths = [300, 0, 700, 129, 40, 1000, 129]
     tiles, _ = walk_varlen(causal, 128, lengths, lengths, heads_q=1, heads_kv=1, num_sms=1)
     assert [(b, m) for m, _, b in tiles[0]] == [(b, m) for b, m, _ in varlen_walk(lengths, 128, 128, causal)]
+
+
+@pytest.mark.parametrize("lengths", [[1, 0, 17, 113, 203, 64], [1000, 4097, 33, 1], [0, 0, 5], [128, 256, 129],
+                                     [16384] + [256] * 64])
+def test_backward_varlen_grid_covers_every_kv_block_once(lengths):
+    """The SM90 backward's grid over a packed batch (at most total / 128 + batch CTAs per head): every K/V block of
+    every sequence exactly once, in sequence order, the rest of the CTAs idle."""
+    r = subprocess.run([str(enumerate_binary()), "blocks", "128", *map(str, lengths)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    ctas = [line.split()[2:] for line in r.stdout.splitlines()]
+    assert len(ctas) == sum(lengths) // 128 + len(lengths)
+    visited = [(int(b), int(n)) for b, n in (c for c in ctas if c != ["none"])]
+    assert visited == [(b, n) for b, length in enumerate(lengths) for n in range(ceil(length / 128))]

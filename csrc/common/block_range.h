@@ -63,6 +63,18 @@ __host__ __device__ inline QBlockRange q_block_range(SeqInfo const& seq, int n_b
   return {m_block_min, m_block_max, min(m_block_masked_end, m_block_max)};
 }
 
+// The sequence owning block `block` of blocks numbered across the sequences one after another, first[b] being
+// sequence b's first (first[batch]: the total): the b with first[b] <= block < first[b + 1], or batch past them.
+__host__ __device__ inline int sequence_of_block(int const* first, int batch, int block) {
+  int lo = 0, hi = batch;  // first[lo] <= block, and block < first[hi] unless hi == batch
+  if (block >= first[batch]) { return batch; }
+  while (hi - lo > 1) {
+    int const mid = (lo + hi) / 2;
+    if (first[mid] <= block) { lo = mid; } else { hi = mid; }
+  }
+  return lo;
+}
+
 // The K/V blocks that visit Q block m_block in the backward (the inverse of q_block_range): blocks [0, n_end).
 template <int kBlockM, int kBlockN, bool kCausal>
 __host__ __device__ inline int kv_blocks_visiting(SeqInfo const& seq, int m_block) {

@@ -124,6 +124,11 @@ struct BwdParams : AttnParams {
   // caller. Null otherwise (atomics in any order).
   int* __restrict__ dq_semaphore;   // heads_q x SeqInfo::q_semaphores() per sequence block (common/seqlen.h)
   int* __restrict__ dkv_semaphore;  // heads_kv x SeqInfo::k_semaphores(), GQA only
+
+  // Varlen on SM90: the grid's K/V blocks are those of the sequences one after another; first_kv_block[b] is
+  // sequence b's first (batch + 1 ints of workspace, the last the total), written by the kernel's prepass
+  // (sm90/varlen_schedule.h). Null otherwise.
+  int* __restrict__ first_kv_block;
 };
 
 // The semaphores are sized for row blocks of this many rows; the kernels' blocks are at least as tall.

@@ -1,5 +1,6 @@
 // The SM90 backward kernel, warp-specialized. One CTA per (K/V block, query head, batch), blockIdx.x fastest so that
-// in deterministic mode the K/V blocks a dQ block waits for are launched first. Warpgroup 0 produces: warp 0 issues
+// in deterministic mode the K/V blocks a dQ block waits for are launched first (varlen: blockIdx.x runs over the
+// K/V blocks of all the sequences, BwdParams::first_kv_block). Warpgroup 0 produces: warp 0 issues
 // the TMA loads (K, V once; Q and dO blocks through the pipelines), warp 1 adds each Q block's dQ into the float32
 // accumulator with bulk reductions, one per consumer warpgroup's chunk. Warpgroups 1 and 2 consume: each owns 64
 // keys of the block and keeps their dK and dV in registers over the Q blocks (bwd_mainloop.h), then writes them
@@ -34,7 +35,9 @@ struct BwdKernelParams {
   typename BwdEpilogue<Traits>::Params epilogue;
 };
 
-template <class Traits, bool kCausal>
+// kVarlen: the instantiation whose grid runs over a packed batch's K/V blocks (BwdParams::first_kv_block); the
+// fixed-length one reads its block and batch from blockIdx alone.
+template <class Traits, bool kCausal, bool kVarlen>
 __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     bwd_kernel(CUTE_GRID_CONSTANT BwdKernelParams<Traits, kCausal> const params) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -47,17 +50,23 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   extern __shared__ char smem_buf[];
   SharedStorage& shared = *reinterpret_cast<SharedStorage*>(smem_buf);
 
-  int const n_block = blockIdx.x;
+  int n_block = blockIdx.x;
   int const bidh = blockIdx.y;
-  int const bidb = blockIdx.z;
+  int bidb = blockIdx.z;
+  // Varlen: blockIdx.x numbers the K/V blocks of the sequences one after another (bwd_launch.h); a CTA past the
+  // last has nothing to write. Malformed cu_seqlens_k can count more blocks than the grid holds: a sequence whose
+  // blocks do not all fit runs none of them (in deterministic mode its present blocks would wait for the missing
+  // ones forever). Such CTAs wait for the preprocess like every CTA (below).
+  if constexpr (kVarlen) {
+    bidb = sequence_of_block(bwd.first_kv_block, bwd.batch, n_block);
+    if (bidb >= bwd.batch || bwd.first_kv_block[bidb + 1] > int(gridDim.x)) {
+      wait_for_prior_grid();
+      return;
+    }
+    n_block -= bwd.first_kv_block[bidb];
+  }
   int const bidh_kv = bidh / (bwd.heads_q / bwd.heads_kv);
   SeqInfo const seq(bwd, bidb);
-  // Varlen: a block past this sequence's keys has no rows of dK/dV (nor of their accumulators) to write. It waits
-  // for the preprocess like every CTA (below).
-  if (n_block * Traits::kBlockN >= seq.seqlen_k()) {
-    wait_for_prior_grid();
-    return;
-  }
   QBlockRange const range = q_block_range<Traits::kBlockM, Traits::kBlockN, kCausal>(seq, n_block);
   // No Q block sees these keys (causal aligned top-left with seqlen_k > seqlen_q, or a varlen sequence with no
   // queries): dK = dV = 0.

@@ -11,6 +11,7 @@
 #include "sm90/bwd_kernel.h"
 #include "sm90/bwd_kernel_traits.h"
 #include "sm90/requirements.h"
+#include "sm90/varlen_schedule.h"
 
 namespace flashcute::sm90 {
 
@@ -19,6 +20,10 @@ void launch_bwd(BwdParams const& params, cudaStream_t stream) {
   using PrePost = typename Traits::PrePost;
   auto blocks = [](int rows, int block) { return (rows + block - 1) / block; };
 
+  bool const varlen = params.cu_seqlens_q != nullptr;
+  if (varlen) {  // the caller allocated params.first_kv_block (flash_api.cpp)
+    varlen_kv_blocks_kernel<Traits::kBlockN><<<1, kVarlenScheduleThreads, 0, stream>>>(params);
+  }
   sm80::bwd_preprocess_kernel<PrePost>
       <<<dim3(blocks(params.seqlen_q, Traits::kBlockM), params.heads_q, params.batch), PrePost::kNThreads, 0, stream>>>(
           params);
@@ -27,10 +32,13 @@ void launch_bwd(BwdParams const& params, cudaStream_t stream) {
                                                        BwdEpilogue<Traits>::make_params(params)};
   // The kernel and the postprocess start while the kernel before each still runs (their prologues and launch
   // latency hidden); each waits for it before reading its outputs (wait_for_prior_grid).
-  auto kernel = &bwd_kernel<Traits, kCausal>;
+  auto kernel = varlen ? &bwd_kernel<Traits, kCausal, true> : &bwd_kernel<Traits, kCausal, false>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-  dim3 const grid(blocks(params.seqlen_k, Traits::kBlockN), params.heads_q, params.batch);
+  // Varlen: the sequences' K/V blocks one after another, at most total_k / kBlockN plus one partial block each
+  // (bwd_kernel.h finds each CTA's); fixed length: (K/V blocks, heads, batch).
+  dim3 const grid = varlen ? dim3(params.total_k / Traits::kBlockN + params.batch, params.heads_q, 1)
+                           : dim3(blocks(params.seqlen_k, Traits::kBlockN), params.heads_q, params.batch);
   launch_after_prior_grid_starts(kernel, grid, dim3(Traits::kNumThreads), kSmemBytes, stream, kernel_params);
 
   constexpr bool kAfterPriorGridStarts = true;

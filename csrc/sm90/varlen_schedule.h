@@ -1,6 +1,7 @@
-// The varlen prepass of the SM90 forward's persistent scheduler (tile_scheduler.h): one CTA writes
+// The varlen prepasses of the SM90 kernels, one CTA each. The forward's persistent scheduler (tile_scheduler.h):
 // FwdParams::varlen_schedule, the sequences longest first and the first work unit of each in that order, before
-// the forward kernel walks it. Device code only (the scheduler's header stays host-compilable for its tests).
+// the forward kernel walks it. The backward's grid: BwdParams::first_kv_block. Device code only (the scheduler's
+// header stays host-compilable for its tests).
 #pragma once
 
 #include <cute/config.hpp>
@@ -94,6 +95,22 @@ __global__ void __launch_bounds__(kVarlenScheduleThreads) varlen_schedule_kernel
     units_before += chunk_units;
   }
   if (threadIdx.x == 0) { first_unit[batch] = units_before; }
+}
+
+// The SM90 backward's prepass for a packed batch, one CTA: BwdParams::first_kv_block, each sequence's first K/V
+// block of kBlockN keys in the grid, which numbers the blocks of the sequences one after another.
+template <int kBlockN>
+__global__ void __launch_bounds__(kVarlenScheduleThreads) varlen_kv_blocks_kernel(__grid_constant__ BwdParams const params) {
+  int blocks_before = 0;
+  for (int b0 = 0; b0 < params.batch; b0 += kVarlenScheduleThreads) {
+    int const b = b0 + int(threadIdx.x);
+    int const blocks = b < params.batch ? (SeqInfo(params, b).seqlen_k() + kBlockN - 1) / kBlockN : 0;
+    int chunk_blocks = 0;
+    int const before = block_exclusive_sum<kVarlenScheduleThreads>(blocks, chunk_blocks);
+    if (b < params.batch) { params.first_kv_block[b] = blocks_before + before; }
+    blocks_before += chunk_blocks;
+  }
+  if (threadIdx.x == 0) { params.first_kv_block[params.batch] = blocks_before; }
 }
 
 }  // namespace flashcute::sm90

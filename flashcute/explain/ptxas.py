@@ -143,7 +143,7 @@ def identify(mangled):
     instantiations: a packed-batch one gives None), SM90's fwd_kernel<KernelTraits<Element, kHeadDim, kCausal,
     kLongSeqlenK>, kVarlen> first boolean, whose second picks the long-seqlen_k tile (and a third set, a packed-batch
     instantiation, gives None); the SM90 backward's bwd_kernel<BwdKernelTraits<Element,
-    kHeadDim>, kCausal> its one boolean."""
+    kHeadDim>, kCausal, kVarlen> its first boolean (a packed-batch instantiation gives None)."""
     arch = re.match(r"_ZN9flashcute4(sm\d\d)", mangled)  # "4": the namespace is 4 letters
     if "bwd" in mangled and not mangled.startswith("_ZN9flashcute4sm9010bwd_kernel"):
         return None  # the SM80 backward's kernels, and the pre- and postprocess: no figures here
@@ -161,7 +161,9 @@ def identify(mangled):
         if len(bools) < 2 or bools[-1]:
             return None
         return kernel_table.find("fwd", arch, ints[0], "all"), dtype, bools[-2]
-    if backward:  # bwd_kernel<BwdKernelTraits<Element, kHeadDim>, kCausal>
+    if backward:  # bwd_kernel<BwdKernelTraits<Element, kHeadDim>, kCausal, kVarlen>
+        if len(bools) > 1 and bools[1]:
+            return None  # the packed-batch instantiation
         return kernel_table.find("bwd", arch, ints[0], "all"), dtype, bools[0]
     causal, long_k, varlen = bools[0], len(bools) > 1 and bools[1], len(bools) > 2 and bools[2]
     if varlen:
