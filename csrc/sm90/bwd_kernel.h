@@ -1,6 +1,6 @@
 // The SM90 backward kernel, warp-specialized. One CTA per (K/V block, query head, batch), blockIdx.x fastest so that
 // in deterministic mode the K/V blocks a dQ block waits for are launched first (varlen: blockIdx.x runs over the
-// K/V blocks of all the sequences, BwdParams::first_kv_block). Warpgroup 0 produces: warp 0 issues
+// K/V blocks of all the sequences, BwdParams::kv_block_table). Warpgroup 0 produces: warp 0 issues
 // the TMA loads (K, V once; Q and dO blocks through the pipelines), warp 1 adds each Q block's dQ into the float32
 // accumulator with bulk reductions, one per consumer warpgroup's chunk. Warpgroups 1 and 2 consume: each owns 64
 // keys of the block and keeps their dK and dV in registers over the Q blocks (bwd_mainloop.h), then writes them
@@ -35,7 +35,7 @@ struct BwdKernelParams {
   typename BwdEpilogue<Traits>::Params epilogue;
 };
 
-// kVarlen: the instantiation whose grid runs over a packed batch's K/V blocks (BwdParams::first_kv_block); the
+// kVarlen: the instantiation whose grid runs over a packed batch's K/V blocks (BwdParams::kv_block_table); the
 // fixed-length one reads its block and batch from blockIdx alone.
 template <class Traits, bool kCausal, bool kVarlen>
 __global__ void __launch_bounds__(Traits::kNumThreads, 1)
@@ -53,17 +53,18 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   int n_block = blockIdx.x;
   int const bidh = blockIdx.y;
   int bidb = blockIdx.z;
-  // Varlen: blockIdx.x numbers the K/V blocks of the sequences one after another (bwd_launch.h); a CTA past the
-  // last has nothing to write. Malformed cu_seqlens_k can count more blocks than the grid holds: a sequence whose
-  // blocks do not all fit runs none of them (in deterministic mode its present blocks would wait for the missing
-  // ones forever). Such CTAs wait for the preprocess like every CTA (below).
+  // Varlen: blockIdx.x numbers the K/V blocks of the sequences one after another (bwd_launch.h), and the prepass's
+  // table says whose, so a CTA starts after one load rather than a search. A CTA past the last block, or of a
+  // sequence whose blocks do not all fit the grid (malformed cu_seqlens_k; in deterministic mode its present blocks
+  // would wait for the missing ones forever), has nothing to write; it waits for the preprocess like every CTA.
   if constexpr (kVarlen) {
-    bidb = sequence_of_block(bwd.first_kv_block, bwd.batch, n_block);
-    if (bidb >= bwd.batch || bwd.first_kv_block[bidb + 1] > int(gridDim.x)) {
+    int2 const entry = reinterpret_cast<int2 const*>(bwd.kv_block_table)[blockIdx.x];
+    bidb = entry.x;
+    n_block = entry.y;
+    if (bidb >= bwd.batch) {
       wait_for_prior_grid();
       return;
     }
-    n_block -= bwd.first_kv_block[bidb];
   }
   int const bidh_kv = bidh / (bwd.heads_q / bwd.heads_kv);
   SeqInfo const seq(bwd, bidb);

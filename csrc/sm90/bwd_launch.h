@@ -19,10 +19,12 @@ template <class Traits, bool kCausal>
 void launch_bwd(BwdParams const& params, cudaStream_t stream) {
   using PrePost = typename Traits::PrePost;
   auto blocks = [](int rows, int block) { return (rows + block - 1) / block; };
+  auto varlen_grid_x = [](BwdParams const& p) { return p.total_k / Traits::kBlockN + p.batch; };
 
   bool const varlen = params.cu_seqlens_q != nullptr;
-  if (varlen) {  // the caller allocated params.first_kv_block (flash_api.cpp)
-    varlen_kv_blocks_kernel<Traits::kBlockN><<<1, kVarlenScheduleThreads, 0, stream>>>(params);
+  static_assert(Traits::kBlockN >= kSm90BwdMinBlockN, "the varlen grid would outgrow BwdParams::kv_block_table");
+  if (varlen) {  // the caller allocated params.first_kv_block and kv_block_table (flash_api.cpp)
+    varlen_kv_blocks_kernel<Traits::kBlockN><<<1, kVarlenScheduleThreads, 0, stream>>>(params, varlen_grid_x(params));
   }
   sm80::bwd_preprocess_kernel<PrePost>
       <<<dim3(blocks(params.seqlen_q, Traits::kBlockM), params.heads_q, params.batch), PrePost::kNThreads, 0, stream>>>(
@@ -37,7 +39,7 @@ void launch_bwd(BwdParams const& params, cudaStream_t stream) {
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   // Varlen: the sequences' K/V blocks one after another, at most total_k / kBlockN plus one partial block each
   // (bwd_kernel.h finds each CTA's); fixed length: (K/V blocks, heads, batch).
-  dim3 const grid = varlen ? dim3(params.total_k / Traits::kBlockN + params.batch, params.heads_q, 1)
+  dim3 const grid = varlen ? dim3(varlen_grid_x(params), params.heads_q, 1)
                            : dim3(blocks(params.seqlen_k, Traits::kBlockN), params.heads_q, params.batch);
   launch_after_prior_grid_starts(kernel, grid, dim3(Traits::kNumThreads), kSmemBytes, stream, kernel_params);
 

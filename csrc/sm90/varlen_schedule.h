@@ -6,6 +6,7 @@
 
 #include <cute/config.hpp>
 
+#include "common/block_range.h"
 #include "common/params.h"
 #include "common/seqlen.h"
 #include "sm90/tile_scheduler.h"
@@ -97,10 +98,13 @@ __global__ void __launch_bounds__(kVarlenScheduleThreads) varlen_schedule_kernel
   if (threadIdx.x == 0) { first_unit[batch] = units_before; }
 }
 
-// The SM90 backward's prepass for a packed batch, one CTA: BwdParams::first_kv_block, each sequence's first K/V
-// block of kBlockN keys in the grid, which numbers the blocks of the sequences one after another.
+// The SM90 backward's prepass for a packed batch, one CTA, over a grid of grid_x CTAs per head that numbers the
+// K/V blocks (kBlockN keys) of the sequences one after another: BwdParams::first_kv_block, each sequence's first
+// block, then BwdParams::kv_block_table, each CTA's (sequence, block), (batch, 0) past the last block and for the
+// blocks of a sequence that does not fit the grid whole.
 template <int kBlockN>
-__global__ void __launch_bounds__(kVarlenScheduleThreads) varlen_kv_blocks_kernel(__grid_constant__ BwdParams const params) {
+__global__ void __launch_bounds__(kVarlenScheduleThreads) varlen_kv_blocks_kernel(__grid_constant__ BwdParams const params,
+                                                                                   int grid_x) {
   int blocks_before = 0;
   for (int b0 = 0; b0 < params.batch; b0 += kVarlenScheduleThreads) {
     int const b = b0 + int(threadIdx.x);
@@ -111,6 +115,13 @@ __global__ void __launch_bounds__(kVarlenScheduleThreads) varlen_kv_blocks_kerne
     blocks_before += chunk_blocks;
   }
   if (threadIdx.x == 0) { params.first_kv_block[params.batch] = blocks_before; }
+  __syncthreads();  // first_kv_block written (global writes of this CTA, visible to its threads after the barrier)
+  for (int x = threadIdx.x; x < grid_x; x += kVarlenScheduleThreads) {
+    int const b = sequence_of_block(params.first_kv_block, params.batch, x);
+    bool const runs = b < params.batch && params.first_kv_block[b + 1] <= grid_x;
+    reinterpret_cast<int2*>(params.kv_block_table)[x] =
+        runs ? make_int2(b, x - params.first_kv_block[b]) : make_int2(params.batch, 0);
+  }
 }
 
 }  // namespace flashcute::sm90

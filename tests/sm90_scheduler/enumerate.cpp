@@ -75,7 +75,8 @@ int walk_either(flashcute::FwdParams& p, int num_sms) {
   return walk<kBlockM, kCausal, true>(p, num_sms);
 }
 
-// enumerate blocks <block_n> <lengths_k...>: the SM90 backward's varlen grid (bwd_launch.h, bwd_kernel.h): for each
+// enumerate blocks <block_n> <lengths_k...>: the SM90 backward's varlen grid (bwd_launch.h; the kv_block_table that
+// varlen_kv_blocks_kernel writes for bwd_kernel.h): for each
 // CTA x, "cta <x> <sequence> <n_block>", or "cta <x> none" past the sequences' blocks.
 int kv_blocks(int argc, char** argv) {
   int const block_n = std::atoi(argv[2]);
@@ -84,7 +85,7 @@ int kv_blocks(int argc, char** argv) {
   for (int b = 0; b < batch; ++b) {
     int const length = std::atoi(argv[3 + b]);
     cu[b + 1] = cu[b] + length;
-    first[b + 1] = first[b] + (length + block_n - 1) / block_n;  // what varlen_kv_blocks_kernel writes
+    first[b + 1] = first[b] + (length + block_n - 1) / block_n;  // varlen_kv_blocks_kernel's first_kv_block
   }
   int const grid = cu[batch] / block_n + batch;
   for (int x = 0; x < grid; ++x) {
