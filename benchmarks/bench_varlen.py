@@ -1,16 +1,20 @@
 """Variable-length (packed) batches against the fixed-length kernel and FlashAttention-4's varlen, in one run.
 
-    python benchmarks/bench_varlen.py [--dtypes bf16] [--head-dims 128] [--backend auto] [--peers fa4] [--out DIR]
+    python benchmarks/bench_varlen.py [--dtypes bf16] [--head-dims 128] [--backend auto] [--peers fa4] [--rounds N]
+                                      [--out DIR]
 
 Two mixes, hidden 2048: "uniform", 64 sequences of lengths uniform in [128, 4096] (seed 0), and "skewed", one
 16k sequence and 64 of 256. FLOPs are counted per sequence (4 * s_q * s_k * d * heads, halved for causal; x2.5
 for the backward). The fixed-length reference runs the same kernel on a batch of equal sequences with the same
 FLOPs: seqlen the root mean square of the mix's lengths, batch total tokens / seqlen. Forward and backward (the
 backward timed as the op alone); flashcute's varlen and fixed-length ops run on the same --backend (auto: sm90 on
-Hopper). Prints a table, writes JSON and markdown to benchmarks/results/ (or --out).
+Hopper). With --rounds N every implementation of a row is timed in turn N times and the row holds the median
+round (all rounds in the JSON): this mix's figures move by several percent between runs, more than its bar's
+margins. Prints a table, writes JSON and markdown to benchmarks/results/ (or --out).
 """
 
 import argparse
+import statistics
 
 import torch
 
@@ -37,7 +41,7 @@ def load_fa4_varlen():
         return None, f"{type(error).__name__}: {first_line(error)}"
 
 
-def bench(name, lengths, dtype, head_dim, causal, backend, fa4):
+def bench(name, lengths, dtype, head_dim, causal, backend, fa4, rounds=1):
     heads = HIDDEN // head_dim
     total = sum(lengths)
     cu = torch.tensor([0] + lengths, device="cuda", dtype=torch.int32).cumsum(0, dtype=torch.int32)
@@ -47,12 +51,10 @@ def bench(name, lengths, dtype, head_dim, causal, backend, fa4):
     row = {"mix": name, "dtype": str(dtype).removeprefix("torch."), "d": head_dim, "causal": causal,
            "sequences": len(lengths), "total": total, "tflops": {}, "notes": {}}
 
+    timings = []  # (label, fn, FLOPs), each timed once per round, in this order
+
     def record(label, fn, flop):
-        try:
-            ms, _ = measure(fn)
-            row["tflops"][label] = flop / ms / 1e9
-        except Exception as error:
-            row["notes"][label] = first_line(error)
+        timings.append((label, fn, flop))
 
     lengths_args = (cu, cu, max_len, max_len, None, causal)
     out, lse = torch.ops.flashcute.fwd_varlen(q, k, v, *lengths_args, None, backend)
@@ -80,6 +82,22 @@ def bench(name, lengths, dtype, head_dim, causal, backend, fa4):
             record("fa4 bwd", lambda: torch.autograd.grad(fa4_out, (qg, kg, vg), dout, retain_graph=True), 2.5 * work)
         except Exception as error:
             row["notes"]["fa4 bwd"] = first_line(error)
+
+    rates = {}
+    for _ in range(rounds):
+        for label, fn, flop in timings:
+            if label in row["notes"]:  # failed in an earlier round
+                continue
+            try:
+                ms, _ = measure(fn)
+                rates.setdefault(label, []).append(flop / ms / 1e9)
+            except Exception as error:
+                row["notes"][label] = first_line(error)
+    for label, values in rates.items():
+        if label not in row["notes"]:
+            row["tflops"][label] = statistics.median(values)
+            if rounds > 1:
+                row.setdefault("tflops_rounds", {})[label] = values
     return row
 
 
@@ -92,20 +110,25 @@ def main():
     parser.add_argument("--head-dims", default="128")
     parser.add_argument("--backend", default="auto", help="flashcute's backend for both ops: auto, sm80 or sm90")
     parser.add_argument("--peers", default="fa4", help="fa4, or empty for none")
+    parser.add_argument("--rounds", type=int, default=1, help="time each row's implementations in turn N times; "
+                        "report the median")
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
 
     flashcute.load_extension()
     fa4, why = load_fa4_varlen() if "fa4" in csv(args.peers) else (None, "not asked for")
     device = torch.cuda.get_device_name()
     commit = git_commit()
-    rows = [bench(name, lengths, DTYPES[dtype], head_dim, causal, args.backend, fa4)
+    rows = [bench(name, lengths, DTYPES[dtype], head_dim, causal, args.backend, fa4, args.rounds)
             for dtype in csv(args.dtypes) for head_dim in csv(args.head_dims, int) for causal in (False, True)
             for name, lengths in mixes().items()]
 
     lines = [versions(commit), "", f"flashcute backend: {args.backend}; FlashAttention-4 varlen: {'ran' if fa4 else why}",
              "",
-             "TFLOP/s (per-sequence FLOPs); varlen / fixed and varlen / fa4 ratios", "",
+             f"TFLOP/s (per-sequence FLOPs; median of {args.rounds} round{'s' if args.rounds > 1 else ''}); varlen / fixed "
+             "and varlen / fa4 ratios", "",
              "| mix | dtype | d | causal | " + " | ".join(COLUMNS) + " | fwd varlen/fixed | bwd varlen/fixed |"
              " fwd varlen/fa4 | bwd varlen/fa4 |",
              "|" + "---|" * (4 + len(COLUMNS) + 4)]
