@@ -127,8 +127,8 @@ def main():
 
     lines = [versions(commit), "", f"flashcute backend: {args.backend}; FlashAttention-4 varlen: {'ran' if fa4 else why}",
              "",
-             f"TFLOP/s (per-sequence FLOPs; median of {args.rounds} round{'s' if args.rounds > 1 else ''}); varlen / fixed "
-             "and varlen / fa4 ratios", "",
+             f"TFLOP/s (per-sequence FLOPs; median of {args.rounds} round{'s' if args.rounds > 1 else ''}); "
+             "varlen / fixed and varlen / fa4 ratios", "",
              "| mix | dtype | d | causal | " + " | ".join(COLUMNS) + " | fwd varlen/fixed | bwd varlen/fixed |"
              " fwd varlen/fa4 | bwd varlen/fa4 |",
              "|" + "---|" * (4 + len(COLUMNS) + 4)]

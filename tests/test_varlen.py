@@ -342,9 +342,11 @@ def test_flash_attn_varlen_func_trains(library, backend):
     dout = torch.randn_like(out)
     out.backward(dout)
     hopper = torch.cuda.get_device_capability()[0] == 9
-    fwd_sm90 = hopper and has_kernel("fwd", "sm90", torch.bfloat16, 128) and not sm90_refuses("fwd", torch.bfloat16, 128)
-    bwd_sm90 = hopper and has_kernel("bwd", "sm90", torch.bfloat16, 128) and not sm90_refuses("bwd", torch.bfloat16, 128)
-    chosen = ("sm90" if fwd_sm90 else "sm80", "sm90" if bwd_sm90 else "sm80") if backend == "auto" else "sm80"
+
+    def auto_picks_sm90(op):
+        return hopper and has_kernel(op, "sm90", torch.bfloat16, 128) and not sm90_refuses(op, torch.bfloat16, 128)
+
+    chosen = tuple("sm90" if auto_picks_sm90(op) else "sm80" for op in ("fwd", "bwd")) if backend == "auto" else "sm80"
     _, _, grads = run_varlen(q.detach(), k.detach(), v.detach(), dout, lens, lens, True, chosen, deterministic=True)
     assert all(torch.equal(a, b) for a, b in zip((q.grad, k.grad, v.grad), grads))
 

@@ -103,8 +103,8 @@ __global__ void __launch_bounds__(kVarlenScheduleThreads) varlen_schedule_kernel
 // block, then BwdParams::kv_block_table, each CTA's (sequence, block), (batch, 0) past the last block and for the
 // blocks of a sequence that does not fit the grid whole.
 template <int kBlockN>
-__global__ void __launch_bounds__(kVarlenScheduleThreads) varlen_kv_blocks_kernel(__grid_constant__ BwdParams const params,
-                                                                                   int grid_x) {
+__global__ void __launch_bounds__(kVarlenScheduleThreads)
+    varlen_kv_blocks_kernel(__grid_constant__ BwdParams const params, int grid_x) {
   int blocks_before = 0;
   for (int b0 = 0; b0 < params.batch; b0 += kVarlenScheduleThreads) {
     int const b = b0 + int(threadIdx.x);
