@@ -286,10 +286,15 @@ def launch_regs(n_threads):
     return REGS_PER_SM // n_threads // 8 * 8
 
 
+def k_major_atom_cols(width):
+    """Contiguous 16-bit elements of the atom ``k_major_smem_atom`` picks for ``width``: 64, 32 or 16."""
+    return 64 if width % 64 == 0 else 32 if width % 32 == 0 else 16
+
+
 def k_major_smem_atom(width, bits):
     """C++ ``k_major_smem_atom<Element, width>`` (sm90/kernel_traits.h): the widest GMMA K-major swizzle atom
     (128, 64 or 32 bytes) whose contiguous extent tiles ``width`` elements."""
-    kind = "SW128" if width % 64 == 0 else "SW64" if width % 32 == 0 else "SW32"
+    kind = {64: "SW128", 32: "SW64", 16: "SW32"}[k_major_atom_cols(width)]
     return gmma_smem_atom("K", kind, bits)
 
 
@@ -350,6 +355,11 @@ class Sm90Config(_ElementConfig):
     def smem_layout_atom(self):
         """The widest GMMA K-major swizzle atom (128, 64 or 32 bytes of head dim) that tiles the head dim."""
         return k_major_smem_atom(self.head_dim, self.element_bits)
+
+    @property
+    def tma_box_cols(self):
+        """kTmaBoxCols: head-dim columns of each TMA box of Q, K, V and O (the atom's row)."""
+        return k_major_atom_cols(self.head_dim)
 
     @cached_property
     def smem_layout_q(self):
@@ -450,6 +460,7 @@ class Sm90Config(_ElementConfig):
             "kOAliasesV": int(self.o_aliases_v),
             "kTmaBytesQ": self.tma_bytes_q,
             "kTmaBytesKV": self.tma_bytes_kv,
+            "kTmaBoxCols": self.tma_box_cols,
             "SmemLayoutAtom": self.smem_layout_atom,
             "SmemLayoutQ": self.smem_layout_q,
             "SmemLayoutK": self.smem_layout_k,
@@ -505,6 +516,11 @@ class Sm90BwdConfig(_ElementConfig):
     @property
     def dq_head_dim_per_warpgroup(self):
         return self.head_dim * self.atom_dq_m // self.n_mma_warpgroups
+
+    @property
+    def tma_box_cols(self):
+        """kTmaBoxCols: head-dim columns of the narrowest TMA box (K's atom tiles one warpgroup's dQ slice)."""
+        return min(k_major_atom_cols(self.head_dim), k_major_atom_cols(self.dq_head_dim_per_warpgroup))
 
     @property
     def tile_shape_mnk(self):
@@ -629,6 +645,7 @@ class Sm90BwdConfig(_ElementConfig):
             "kSmemBytes": self.smem_bytes,
             "kTmaBytesQdO": self.tma_bytes_qdo,
             "kTmaBytesKV": self.tma_bytes_kv,
+            "kTmaBoxCols": self.tma_box_cols,
             "SmemLayoutQ": self.smem_layout_q,
             "SmemLayoutK": self.smem_layout_k,
             "SmemLayoutV": self.smem_layout_v,

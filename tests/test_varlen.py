@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import flashcute
-from flashcute import kernel_table
+from flashcute import kernel_configs
 from reference import attention_grads_ref, attention_ref
 
 HAS_CUDA = torch.cuda.is_available()
@@ -84,20 +84,11 @@ def reference(q, k, v, dout, lens_q, lens_k, causal, seqused_k=None, softmax_sca
     return result
 
 
-def swizzle_atom_cols(head_dim):
-    """Head-dim columns of the SM90 kernels' shared-memory atom for a head dim (csrc/sm90/kernel_traits.h
-    k_major_smem_atom: the widest 128/64/32-byte swizzle that tiles it), which is also their TMA box width."""
-    return 64 if head_dim % 64 == 0 else 32 if head_dim % 32 == 0 else 16
-
-
 def sm90_tma_box_cols(op, kernel_head_dim):
-    """The narrowest TMA box of an SM90 kernel (kTmaBoxCols): the forward's Q/K/V/O atom; the backward's K atom
-    tiles one warpgroup's share of the dQ gemm's head dim."""
-    if op == "fwd":
-        return swizzle_atom_cols(kernel_head_dim)
-    (tile,) = [k.tile for k in kernel_table.KERNELS if (k.op, k.arch, k.head_dim) == ("bwd", "sm90", kernel_head_dim)]
-    dq_cols = kernel_head_dim * tile.atom_dq_m // (tile.block_n // 64)
-    return min(swizzle_atom_cols(kernel_head_dim), swizzle_atom_cols(dq_cols))
+    """The narrowest TMA box of an SM90 kernel (kTmaBoxCols), from the traits' mirror (test_kernel_layouts holds
+    it equal to C++)."""
+    configs = kernel_configs.shipped_configs("sm90") if op == "fwd" else kernel_configs.sm90_bwd_configs()
+    return min(c.tma_box_cols for c in configs if c.head_dim == kernel_head_dim)
 
 
 def sm90_kernel_dim(op, dtype, head_dim):

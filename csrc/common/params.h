@@ -128,7 +128,7 @@ struct BwdParams : AttnParams {
   // Varlen on SM90: the grid's K/V blocks are those of the sequences one after another. The kernel's prepass
   // (sm90/varlen_schedule.h) writes first_kv_block[b], sequence b's first block (batch + 1 ints, the last the
   // total), and then kv_block_table[x], the (sequence, block) that CTA x runs ((batch, 0) for none): one load per
-  // CTA. Workspaces of the caller, kv_block_table sized by kVarlenKvTableEntries. Null otherwise.
+  // CTA. Workspaces of the caller, kv_block_table sized by varlen_kv_table_entries. Null otherwise.
   int* __restrict__ first_kv_block;
   int* __restrict__ kv_block_table;  // (sequence, block) pairs, 8-byte aligned
 };

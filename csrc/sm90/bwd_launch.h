@@ -38,7 +38,7 @@ void launch_bwd(BwdParams const& params, cudaStream_t stream) {
   constexpr int kSmemBytes = Traits::kSmemBytes;
   cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   // Varlen: the sequences' K/V blocks one after another, at most total_k / kBlockN plus one partial block each
-  // (bwd_kernel.h finds each CTA's); fixed length: (K/V blocks, heads, batch).
+  // (the prepass's kv_block_table gives each CTA its sequence and block); fixed length: (K/V blocks, heads, batch).
   dim3 const grid = varlen ? dim3(varlen_grid_x(params), params.heads_q, 1)
                            : dim3(blocks(params.seqlen_k, Traits::kBlockN), params.heads_q, params.batch);
   launch_after_prior_grid_starts(kernel, grid, dim3(Traits::kNumThreads), kSmemBytes, stream, kernel_params);

@@ -139,6 +139,7 @@ void print_sm90() {
   field("kOAliasesV", int(Traits::kOAliasesV));
   field("kTmaBytesQ", int(Traits::kTmaBytesQ));
   field("kTmaBytesKV", int(Traits::kTmaBytesKV));
+  field("kTmaBoxCols", Traits::kTmaBoxCols);
 
   field("SmemLayoutAtom", typename Traits::SmemLayoutAtom{});
   field("SmemLayoutQ", typename Traits::SmemLayoutQ{});
@@ -175,6 +176,7 @@ void print_sm90_bwd() {
   field("kSmemBytes", Traits::kSmemBytes);
   field("kTmaBytesQdO", int(Traits::kTmaBytesQdO));
   field("kTmaBytesKV", int(Traits::kTmaBytesKV));
+  field("kTmaBoxCols", Traits::kTmaBoxCols);
 
   field("SmemLayoutQ", typename Traits::SmemLayoutQ{});
   field("SmemLayoutK", typename Traits::SmemLayoutK{});
