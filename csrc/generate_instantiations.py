@@ -45,7 +45,8 @@ def _tile_struct(kernel):
     t = kernel.tile
     if kernel.op == "bwd" and kernel.arch == "sm90":
         fields = (f"static constexpr int kBlockM = {t.block_m}, kBlockN = {t.block_n}, kStages = {t.stages}, "
-                  f"kAtomLayoutMdQ = {t.atom_dq_m};")
+                  f"kAtomLayoutMdQ = {t.atom_dq_m}, kAtomLayoutMdKV = {t.atom_dkv_m};\n"
+                  f"  static constexpr bool kKeysAlongM = {_bool(t.keys_along_m)};")
         name = f"BwdTile<{kernel.head_dim}>"
     elif kernel.op == "bwd":
         fields = (f"static constexpr int kBlockM = {t.block_m}, kBlockN = {t.block_n}, kNWarps = {t.warps};\n"

@@ -486,8 +486,17 @@ class Sm90Config(_ElementConfig):
 
 @dataclass(frozen=True)
 class Sm90BwdConfig(_ElementConfig):
-    """One instantiation of ``flashcute::sm90::BwdKernelTraits<Element, kHeadDim>`` (csrc/sm90/bwd_kernel_traits.h):
-    a CTA owns block_n keys, 64 per consumer warpgroup along wgmma's M, and walks Q/dO blocks of block_m rows."""
+    """One instantiation of ``flashcute::sm90::BwdKernelTraitsFor<Element, kHeadDim>`` (csrc/sm90/bwd_kernel_traits.h):
+    two consumer warpgroups; a CTA owns block_n keys and walks Q/dO blocks of block_m rows. One of two plans, as
+    kernel_table's Sm90BwdTile says:
+
+    - keys_along_m (``BwdKernelTraits``): S^T = K.Q^T and dP^T = V.dO^T with 64 keys per warpgroup along wgmma's M;
+      P^T and dS^T stay in registers as the A operands of dV += P^T.dO and dK += dS^T.Q, dS goes through shared
+      memory for dQ = dS.K, and dQ through shared memory to bulk reductions.
+    - otherwise (``BwdKernelTraitsQueriesAlongM``, where 128 keys' dK and dV would not fit in registers): S = Q.K^T
+      and dP = dO.V^T with the keys split over the warpgroups; P and dS go through shared memory as the B operands
+      of dV^T += dO^T.P and dK^T += Q^T.dS (head dim along M, atom_dkv_m warpgroups along it), and dQ is added from
+      registers."""
 
     dtype: str
     head_dim: int
@@ -495,15 +504,14 @@ class Sm90BwdConfig(_ElementConfig):
     block_n: int
     stages: int
     atom_dq_m: int
+    keys_along_m: bool
+    atom_dkv_m: int
 
     arch = "sm90"
+    n_mma_warpgroups = 2
     dq_stages = 2
     producer_regs = 24
     consumer_regs = 240
-
-    @property
-    def n_mma_warpgroups(self):
-        return self.block_n // 64
 
     @property
     def n_threads(self):
@@ -514,8 +522,24 @@ class Sm90BwdConfig(_ElementConfig):
         return launch_regs(self.n_threads)
 
     @property
+    def dq_through_smem(self):
+        """kdQThroughSmem: dQ is staged in float32 for the producer's bulk reductions, or (queries along M, where 64
+        KB at head dim 256 would not fit beside the Q/dO stages) added to global memory from the accumulators."""
+        return self.keys_along_m
+
+    @property
+    def ds_name(self):
+        """The traits' name of the dS stages and of the copy into them: PdS where P's stages share the layout."""
+        return "dS" if self.keys_along_m else "PdS"
+
+    @property
     def dq_head_dim_per_warpgroup(self):
         return self.head_dim * self.atom_dq_m // self.n_mma_warpgroups
+
+    @property
+    def dkv_keys_per_warpgroup(self):
+        """Queries along M: the keys of one warpgroup's dK^T / dV^T columns (atom_dkv_m warpgroups share them)."""
+        return self.block_n * self.atom_dkv_m // self.n_mma_warpgroups
 
     @property
     def tma_box_cols(self):
@@ -545,8 +569,11 @@ class Sm90BwdConfig(_ElementConfig):
 
     @cached_property
     def smem_layout_ds(self):
-        """dS stages: (block_m, block_n, stages), keys contiguous (the dQ gemm's K-major A)."""
-        atom = k_major_smem_atom(self.block_n, self.element_bits)
+        """dS stages (queries along M: P's too): (block_m, block_n, stages), keys contiguous. A GMMA descriptor
+        cannot start inside a swizzle atom: with keys along M the atom spans all the keys (the dQ gemm's K-major A),
+        otherwise one warpgroup's keys of dV^T / dK^T, whose B operands P^T and dS^T are."""
+        keys = self.block_n if self.keys_along_m else self.dkv_keys_per_warpgroup
+        atom = k_major_smem_atom(keys, self.element_bits)
         return tile_to_shape(atom, (Int(self.block_m), Int(self.block_n), Int(self.stages)))
 
     def _transposed(self, layout, shape):
@@ -561,33 +588,44 @@ class Sm90BwdConfig(_ElementConfig):
         return self._transposed(self.smem_layout_k, (Int(self.head_dim), Int(self.block_n)))
 
     @cached_property
+    def smem_layout_vt(self):
+        """V read as V^T (head_dim, block_n): queries along M, where the epilogue stages dV^T in V's buffer."""
+        return self._transposed(self.smem_layout_v, (Int(self.head_dim), Int(self.block_n)))
+
+    @cached_property
     def smem_layout_dst(self):
         return self._transposed(self.smem_layout_ds, (Int(self.block_n), Int(self.block_m), Int(self.stages)))
 
     @property
     def smem_layout_row_stats_mma(self):
-        """LSE * log2(e) and D per stage, broadcast over the keys: (block_n, block_m, stages)."""
-        return Layout((Int(self.block_n), Int(self.block_m), Int(self.stages)), (Int(0), Int(1), Int(self.block_m)))
+        """LSE * log2(e) and D per stage, broadcast over the keys in the shape of the S^T accumulator
+        (block_n, block_m, stages), or of S (block_m, block_n, stages) with queries along M."""
+        if self.keys_along_m:
+            return Layout((Int(self.block_n), Int(self.block_m), Int(self.stages)), (Int(0), Int(1), Int(self.block_m)))
+        return Layout((Int(self.block_m), Int(self.block_n), Int(self.stages)), (Int(1), Int(0), Int(self.block_m)))
 
     @property
     def smem_layout_dq(self):
-        """(thread, element, buffer): sm80/gmem.h accum_block's order with one chunk per consumer warpgroup."""
+        """(thread, element, buffer) of the dQ staging buffers (dq_through_smem): sm80/gmem.h accum_block's order
+        with one chunk per consumer warpgroup."""
         chunk = self.block_m * self.head_dim // self.n_mma_warpgroups
         return Layout(((Int(128), Int(self.n_mma_warpgroups)), Int(chunk // 128), Int(self.dq_stages)),
                       ((Int(1), Int(chunk)), Int(128), Int(self.block_m * self.head_dim)))
 
     @property
     def smem_bytes(self):
-        """sizeof(SharedStorage): Q, dO, K, V, dS (1024-aligned), the float32 dQ buffers, LSE and D rows (128),
-        the Q and dO pipelines' full and empty barriers; the struct is 1024-aligned."""
+        """sizeof(SharedStorage): Q, dO, K, V and dS (queries along M: P and dS), 1024-aligned, the float32 dQ
+        buffers (dq_through_smem), LSE and D rows (128), the Q and dO pipelines' full and empty barriers; the
+        struct is 1024-aligned."""
         def array(layout, element_bytes, align):
             return int(cosize(layout)) * element_bytes, align
         rows = self.block_m * self.stages * 4
         e = self.element_bytes
+        operands = [self.smem_layout_q, self.smem_layout_q, self.smem_layout_k, self.smem_layout_v,
+                    *[self.smem_layout_ds] * (1 if self.keys_along_m else 2)]
         return _storage_bytes([
-            array(self.smem_layout_q, e, SMEM_ALIGN), array(self.smem_layout_q, e, SMEM_ALIGN),
-            array(self.smem_layout_k, e, SMEM_ALIGN), array(self.smem_layout_v, e, SMEM_ALIGN),
-            array(self.smem_layout_ds, e, SMEM_ALIGN), array(self.smem_layout_dq, 4, 128),
+            *(array(layout, e, SMEM_ALIGN) for layout in operands),
+            *([array(self.smem_layout_dq, 4, 128)] if self.dq_through_smem else []),
             (rows, 128), (rows, 128),
             (2 * self.stages * MBARRIER_BYTES, MBARRIER_BYTES), (2 * self.stages * MBARRIER_BYTES, MBARRIER_BYTES),
         ])
@@ -604,13 +642,21 @@ class Sm90BwdConfig(_ElementConfig):
     # -- tensor cores ----------------------------------------------------------------------
     @cached_property
     def tiled_mma_sdp(self):
-        """S^T = K.Q^T and dP^T = V.dO^T: (block_n, block_m), SS; the warpgroups along the keys (M)."""
-        return gmma_tiled_mma(self.dtype, self.block_m, "SS", self.n_mma_warpgroups)
+        """S^T = K.Q^T and dP^T = V.dO^T: (block_n, block_m), the warpgroups along the keys (M); queries along M,
+        S = Q.K^T and dP = dO.V^T: (block_m, block_n), the warpgroups along the keys (N). Both SS."""
+        if self.keys_along_m:
+            return gmma_tiled_mma(self.dtype, self.block_m, "SS", self.n_mma_warpgroups)
+        return gmma_tiled_mma(self.dtype, self.block_n // self.n_mma_warpgroups, "SS", 1, self.n_mma_warpgroups)
 
     @cached_property
     def tiled_mma_dkv(self):
-        """dV += P^T.dO and dK += dS^T.Q: (block_n, head_dim), P^T and dS^T from registers (RS)."""
-        return gmma_tiled_mma(self.dtype, self.head_dim, "RS", self.n_mma_warpgroups)
+        """dV += P^T.dO and dK += dS^T.Q: (block_n, head_dim), P^T and dS^T from registers (RS); queries along M,
+        dV^T += dO^T.P and dK^T += Q^T.dS: (head_dim, block_n) from shared memory (SS), atom_dkv_m warpgroups along
+        the head dim and the rest along the keys."""
+        if self.keys_along_m:
+            return gmma_tiled_mma(self.dtype, self.head_dim, "RS", self.n_mma_warpgroups)
+        return gmma_tiled_mma(self.dtype, self.dkv_keys_per_warpgroup, "SS", self.atom_dkv_m,
+                              self.n_mma_warpgroups // self.atom_dkv_m)
 
     @cached_property
     def tiled_mma_dq(self):
@@ -620,22 +666,29 @@ class Sm90BwdConfig(_ElementConfig):
 
     @cached_property
     def smem_tiled_copy_ds(self):
-        """dS^T registers -> dS in shared memory, transposed by stmatrix."""
-        return make_tiled_copy_C(copy_atom("SM90_U16x8_STSM_T", self.element_type), self.tiled_mma_sdp)
+        """Registers -> the dS stages: dS^T transposed by stmatrix .trans; queries along M, P and dS as they are."""
+        op = "SM90_U16x8_STSM_T" if self.keys_along_m else "SM90_U32x4_STSM_N"
+        return make_tiled_copy_C(copy_atom(op, self.element_type), self.tiled_mma_sdp)
 
     @cached_property
     def smem_tiled_copy_dkv(self):
-        """The epilogue's dK and dV registers -> shared memory (stmatrix)."""
-        return make_tiled_copy_C(copy_atom("SM90_U32x4_STSM_N", self.element_type), self.tiled_mma_dkv)
+        """The epilogue's dK and dV registers -> the K and V buffers (stmatrix); queries along M, dK^T and dV^T
+        transposed by stmatrix .trans."""
+        op = "SM90_U32x4_STSM_N" if self.keys_along_m else "SM90_U16x8_STSM_T"
+        return make_tiled_copy_C(copy_atom(op, self.element_type), self.tiled_mma_dkv)
 
     def printed(self):
         """``{name: cute::print string}`` in the order and under the names of print_kernel_layouts.cpp."""
+        queries_along_m = not self.keys_along_m
+        ds = self.ds_name
         fields = {
             "kBlockM": self.block_m,
             "kBlockN": self.block_n,
             "kHeadDim": self.head_dim,
             "kStages": self.stages,
+            "kKeysAlongM": int(self.keys_along_m),
             "kAtomLayoutMdQ": self.atom_dq_m,
+            **({"kAtomLayoutMdKV": self.atom_dkv_m} if queries_along_m else {}),
             "kNumMmaWarpGroups": self.n_mma_warpgroups,
             "kNumThreads": self.n_threads,
             "kProducerRegs": self.producer_regs,
@@ -649,16 +702,17 @@ class Sm90BwdConfig(_ElementConfig):
             "SmemLayoutQ": self.smem_layout_q,
             "SmemLayoutK": self.smem_layout_k,
             "SmemLayoutV": self.smem_layout_v,
-            "SmemLayoutdS": self.smem_layout_ds,
+            f"SmemLayout{ds}": self.smem_layout_ds,
             "SmemLayoutQt": self.smem_layout_qt,
             "SmemLayoutKt": self.smem_layout_kt,
-            "SmemLayoutdSt": self.smem_layout_dst,
+            **({"SmemLayoutVt": self.smem_layout_vt} if queries_along_m else {}),
+            f"SmemLayout{ds}t": self.smem_layout_dst,
             "SmemLayoutRowStatsMma": self.smem_layout_row_stats_mma,
-            "SmemLayoutdQ": self.smem_layout_dq,
+            **({"SmemLayoutdQ": self.smem_layout_dq} if self.dq_through_smem else {}),
             **_mma_fields("TiledMmaSdP", self.tiled_mma_sdp, atom_shape=True),
             **_mma_fields("TiledMmadKV", self.tiled_mma_dkv, atom_shape=True),
             **_mma_fields("TiledMmadQ", self.tiled_mma_dq, atom_shape=True),
-            **_copy_fields("SmemTiledCopydS", self.smem_tiled_copy_ds),
+            **_copy_fields(f"SmemTiledCopy{ds}", self.smem_tiled_copy_ds),
             **_copy_fields("SmemTiledCopydKV", self.smem_tiled_copy_dkv),
         }
         return _printed(fields)
@@ -675,7 +729,8 @@ def config_for(kernel, dtype):
     """The configuration of one forward, decode or SM90 backward kernel_table row in one dtype."""
     tile = kernel.tile
     if isinstance(tile, kernel_table.Sm90BwdTile):
-        return Sm90BwdConfig(dtype, kernel.head_dim, tile.block_m, tile.block_n, tile.stages, tile.atom_dq_m)
+        return Sm90BwdConfig(dtype, kernel.head_dim, tile.block_m, tile.block_n, tile.stages, tile.atom_dq_m,
+                             tile.keys_along_m, tile.atom_dkv_m)
     if kernel.arch == "sm80":
         return Sm80Config(dtype, kernel.head_dim, tile.block_m, tile.block_n, tile.warps, kernel.op)
     return Sm90Config(dtype, kernel.head_dim, kernel.variant == "causal", tile.block_m, tile.block_n, tile.stages,

@@ -67,14 +67,23 @@ class Sm90Tile:
 
 @dataclass(frozen=True)
 class Sm90BwdTile:
-    """``flashcute::sm90::BwdKernelTraits``: a CTA owns block_n = 128 key rows (one 64-row slab per consumer
-    warpgroup) and walks Q/dO blocks of block_m rows through ``stages``-deep TMA pipelines; the dQ gemm's
-    warpgroups split block_m over atom_dq_m of them and the head dim over the rest."""
+    """``flashcute::sm90::BwdKernelTraits``: two consumer warpgroups; a CTA owns block_n key rows and walks Q/dO
+    blocks of block_m rows through ``stages``-deep TMA pipelines.
+
+    keys_along_m (head dims <= 128): S^T = K.Q^T with one 64-key slab per warpgroup (block_n = 128), P^T and dS^T
+    the register A operands of dV and dK; the dQ gemm's warpgroups split block_m over atom_dq_m of them and the
+    head dim over the rest, and dQ goes through shared memory to bulk reductions. Otherwise
+    (``BwdKernelTraitsQueriesAlongM``, head dims 192 and 256, whose dK and dV for 128 keys would not fit in
+    registers): S = Q.K^T with the keys split over the warpgroups, P and dS through shared memory, dV^T and dK^T
+    with the head dim along M (atom_dkv_m warpgroups along it, the rest along the keys), and dQ added from
+    registers."""
 
     block_m: int
     block_n: int = 128
     stages: int = 2
     atom_dq_m: int = 1
+    keys_along_m: bool = True
+    atom_dkv_m: int = 1
 
 
 @dataclass(frozen=True)
@@ -162,6 +171,10 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("bwd", "sm90", 64, "all", Sm90BwdTile(128, atom_dq_m=2), "FlashAttention-3's tile", "d-sm90-bwd-tiles"),
     Kernel("bwd", "sm90", 96, "all", Sm90BwdTile(64), "FlashAttention-3's tile", "d-sm90-bwd-tiles"),
     Kernel("bwd", "sm90", 128, "all", Sm90BwdTile(64), "FlashAttention-3's causal tile", "d-sm90-bwd-tiles"),
+    Kernel("bwd", "sm90", 192, "all", Sm90BwdTile(64, 64, keys_along_m=False, atom_dkv_m=1),
+           "queries along M: 192 x 64 dK^T and dV^T fit beside dQ", "d-sm90-bwd-queries-along-m"),
+    Kernel("bwd", "sm90", 256, "all", Sm90BwdTile(64, 64, keys_along_m=False, atom_dkv_m=2),
+           "queries along M: 256 x 64 dK^T and dV^T fit beside dQ", "d-sm90-bwd-queries-along-m"),
 )
 
 

@@ -24,7 +24,7 @@ if not torch.cuda.is_available():
 
 import flashcute
 from reference import attention_grads_ref
-from test_fwd import (DTYPE_NAMES, DTYPES, HEAD_DIMS, HEADS, LAYOUTS, built_kernels, has_kernel, make_qkv, max_error,
+from test_fwd import (DTYPE_NAMES, DTYPES, HEAD_DIMS, HEADS, LAYOUTS, has_kernel, make_qkv, max_error,
                       poison_next_allocations, seed_for)
 
 SMALL_SHAPES = [(1, 1), (1, 239), (113, 203), (203, 113), (128, 128), (2048, 1), (239, 1)]
@@ -266,7 +266,7 @@ def test_auto_backend_trains(library):
     q, k, v = make_qkv(2, 333, 333, 8, 2, 128, torch.bfloat16, "bhsd", 25)
     dout = make_dout(q, "bhsd", 26)
     assert_grads_close(attention_grads(q, k, v, dout, causal=True), q, k, v, dout, causal=True)
-    hopper = torch.cuda.get_device_capability()[0] == 9 and "bwd_sm90_bf16_hdim128" in built_kernels()
+    hopper = torch.cuda.get_device_capability()[0] == 9 and has_kernel("bwd", "sm90", torch.bfloat16, 128)
     out, lse = torch.ops.flashcute.fwd(q, k, v, None, True, False, "auto")
     auto = torch.ops.flashcute.bwd(dout, q, k, v, out, lse, None, True, False, True, "auto")
     chosen = torch.ops.flashcute.bwd(dout, q, k, v, out, lse, None, True, False, True, "sm90" if hopper else "sm80")

@@ -14,6 +14,7 @@ import pytest
 
 from flashcute import explain, kernel_configs, kernel_table
 from flashcute.explain import ptxas
+from flashcute.explain.backward import bwd_summary_text
 from flashcute.kernel_configs import get_config, shipped_configs
 from flashcute.layout import Int, make_identity_tensor
 
@@ -333,6 +334,23 @@ def test_check_holds_the_sm90_backward_to_its_launch_registers_and_spills():
     assert any(p.startswith(f"{row} bf16 sm_90a") for p in ptxas.check(ptxas.parse_log(spilled)))
 
 
+# The queries-along-M plan (head dims 192 and 256): bwd_kernel<BwdKernelTraitsQueriesAlongM<Element, kHeadDim>,
+# kCausal, kVarlen>.
+SM90_BWD_QAM_BF16_256 = ("_ZN9flashcute4sm9010bwd_kernelINS0_28BwdKernelTraitsQueriesAlongMIN7cutlass10bfloat16_t"
+                         "ELi256EEELb{causal}ELb{varlen}EEEvNS0_15BwdKernelParamsIT_XT0_EEE")
+
+
+def test_identify_reads_the_queries_along_m_backward():
+    row = kernel_table.find("bwd", "sm90", 256, "all")
+    assert not row.tile.keys_along_m
+    for causal in (False, True):
+        assert ptxas.identify(SM90_BWD_QAM_BF16_256.format(causal=int(causal), varlen=0)) == (row, "bf16", causal)
+        assert ptxas.identify(SM90_BWD_QAM_BF16_256.format(causal=int(causal), varlen=1)) is None
+    spills = [ptxas.MEASURED[(row.name, "bf16", "sm_90a", causal)][1:] for causal in (False, True)]
+    log = _ptxas_log([(SM90_BWD_QAM_BF16_256.format(causal=c, varlen=0), 168, *spills[c]) for c in (0, 1)], "sm_90a")
+    assert ptxas.check(ptxas.parse_log(log)) == []
+
+
 def test_identify_ignores_other_functions():
     assert ptxas.identify("_Z17some_other_kernelPf") is None
     assert ptxas.identify(SM80_BF16_128.format(causal=1, varlen=0))[1:] == ("bf16", True)
@@ -345,6 +363,14 @@ def test_identify_ignores_other_functions():
 # ------------------------------------------------------------------------------------------------ SM90 backward
 BWD_SMEM_STEMS = ("smem_SmemLayoutQ", "smem_SmemLayoutK", "smem_SmemLayoutdS")
 BWD_MMA_STEMS = ("mma_tv_SdP", "mma_tv_dKV_A", "mma_tv_dQ")
+
+
+def bwd_stems(cfg):
+    """The pictures of one backward plan: with queries along M, P and dS share SmemLayoutPdS, and the dK^T / dV^T
+    gemm (both operands in shared memory) is drawn whole."""
+    if cfg.keys_along_m:
+        return BWD_SMEM_STEMS + BWD_MMA_STEMS
+    return ("smem_SmemLayoutQ", "smem_SmemLayoutK", "smem_SmemLayoutPdS", "mma_tv_SdP", "mma_tv_dKV", "mma_tv_dQ")
 
 
 def test_bwd_cli_writes_the_backward_numbers_and_smem_pictures(tmp_path):
@@ -364,9 +390,22 @@ def test_bwd_cli_writes_the_backward_numbers_and_smem_pictures(tmp_path):
     assert "ptxas (causal): 168 registers" in (tmp_path / "summary.txt").read_text()
 
 
+def test_bwd_summary_of_the_queries_along_m_plan():
+    cfg = kernel_configs.config_for(kernel_table.find("bwd", "sm90", 256, "all"), "bf16")
+    s = explain.bwd_summary(cfg)
+    assert (s["config"]["keys_along_m"], s["config"]["atom_dkv_m"]) == (False, 2)
+    assert s["layouts"] == cfg.printed() and "SmemLayoutPdS" in s["layouts"] and "SmemLayoutdQ" not in s["layouts"]
+    # 128 consumer threads per 128 x 64 slice of dK^T and dV^T (two warpgroups along the 256-wide head dim), per
+    # 64 x 32 of S and dP (the warpgroups split the 64 keys), per 64 x 128 of dQ
+    assert s["accumulators_per_thread"] == {"dK^T + dV^T": 128, "S + dP": 32, "dQ": 64}
+    assert s["ptxas"]["causal"] == {"registers": 168, "spill_store_bytes": 0, "spill_load_bytes": 0}
+    text = bwd_summary_text(s)
+    assert "64 keys per CTA (queries along M" in text and "dK^T + dV^T 128 (across the Q blocks)" in text
+
+
 def test_bwd_cli_rejects_other_archs_head_dims_and_pictures(tmp_path, capsys):
     for argv, message in ((["--arch", "sm80"], "--op bwd explains the SM90 backward: pass --arch sm90"),
-                          (["--arch", "sm90", "--hdim", "256"], "head_dim must be one of (64, 96, 128) for the SM90"),
+                          (["--arch", "sm90", "--hdim", "160"], "head_dim must be one of (64, 96, 128, 192, 256) for"),
                           (["--arch", "sm90", "--pictures", "tiling"], "pictures must be among smem, mma_tv")):
         with pytest.raises(SystemExit) as e:
             explain.main(["--op", "bwd", *argv, "-o", str(tmp_path)])
@@ -392,5 +431,5 @@ def test_every_picture_of_every_shipped_config(cfg, tmp_path):
 @pytest.mark.parametrize("cfg", kernel_configs.sm90_bwd_configs(), ids=lambda c: c.header.replace(" ", "-"))
 def test_every_picture_of_every_sm90_backward_config(cfg, tmp_path):
     s = explain.explain_backward(cfg.dtype, cfg.head_dim, tmp_path)
-    _check_pictures(tmp_path, BWD_SMEM_STEMS + BWD_MMA_STEMS)
-    assert len(s["files"]) == 2 * len(BWD_SMEM_STEMS + BWD_MMA_STEMS) + 2
+    _check_pictures(tmp_path, bwd_stems(cfg))
+    assert len(s["files"]) == 2 * len(bwd_stems(cfg)) + 2

@@ -37,7 +37,10 @@ def test_generated_header_holds_every_row():
     assert "FwdTile<128, FwdVariant::kNonCausalLongK>" in header
     assert "static constexpr int kBlockM = 192, kBlockN = 128, kStages = 2, kSoftmaxReduceParts = 4;" in header
     assert f"X(256, kCausal)" in header and len(sm90_fwd_rows) == 11
-    assert "static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2, kAtomLayoutMdQ = 2;" in header
+    assert ("static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2, kAtomLayoutMdQ = 2, kAtomLayoutMdKV = 1;\n"
+            "  static constexpr bool kKeysAlongM = true;") in header
+    assert ("static constexpr int kBlockM = 64, kBlockN = 64, kStages = 2, kAtomLayoutMdQ = 1, kAtomLayoutMdKV = 2;\n"
+            "  static constexpr bool kKeysAlongM = false;") in header
 
 
 def test_rows_are_unique_and_named():

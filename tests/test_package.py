@@ -212,7 +212,7 @@ def test_sources_follow_archs_dtypes_and_head_dims(monkeypatch):
     hopper = _build.BuildConfig(("9.0a",), ("fp16",), (256,))
     assert [p.name for p in hopper.sources()] == [
         "flash_api.cpp", "fwd_sm80_fp16_hdim256.cu", "fwd_sm90_fp16_hdim256.cu", "bwd_sm80_fp16_hdim256.cu",
-        "decode_sm80_fp16_hdim256.cu"]
+        "bwd_sm90_fp16_hdim256.cu", "decode_sm80_fp16_hdim256.cu"]
 
 
 def test_default_selection_is_everything(monkeypatch):

@@ -246,21 +246,40 @@ struct FwdTile<256, FwdVariant::kCausal> {
 template <>
 struct BwdTile<64> {
   static constexpr bool kShipped = true;
-  static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2, kAtomLayoutMdQ = 2;
+  static constexpr int kBlockM = 128, kBlockN = 128, kStages = 2, kAtomLayoutMdQ = 2, kAtomLayoutMdKV = 1;
+  static constexpr bool kKeysAlongM = true;
 };
 
 // FlashAttention-3's tile (benchmarks/notes.md#d-sm90-bwd-tiles)
 template <>
 struct BwdTile<96> {
   static constexpr bool kShipped = true;
-  static constexpr int kBlockM = 64, kBlockN = 128, kStages = 2, kAtomLayoutMdQ = 1;
+  static constexpr int kBlockM = 64, kBlockN = 128, kStages = 2, kAtomLayoutMdQ = 1, kAtomLayoutMdKV = 1;
+  static constexpr bool kKeysAlongM = true;
 };
 
 // FlashAttention-3's causal tile (benchmarks/notes.md#d-sm90-bwd-tiles)
 template <>
 struct BwdTile<128> {
   static constexpr bool kShipped = true;
-  static constexpr int kBlockM = 64, kBlockN = 128, kStages = 2, kAtomLayoutMdQ = 1;
+  static constexpr int kBlockM = 64, kBlockN = 128, kStages = 2, kAtomLayoutMdQ = 1, kAtomLayoutMdKV = 1;
+  static constexpr bool kKeysAlongM = true;
+};
+
+// queries along M: 192 x 64 dK^T and dV^T fit beside dQ (benchmarks/notes.md#d-sm90-bwd-queries-along-m)
+template <>
+struct BwdTile<192> {
+  static constexpr bool kShipped = true;
+  static constexpr int kBlockM = 64, kBlockN = 64, kStages = 2, kAtomLayoutMdQ = 1, kAtomLayoutMdKV = 1;
+  static constexpr bool kKeysAlongM = false;
+};
+
+// queries along M: 256 x 64 dK^T and dV^T fit beside dQ (benchmarks/notes.md#d-sm90-bwd-queries-along-m)
+template <>
+struct BwdTile<256> {
+  static constexpr bool kShipped = true;
+  static constexpr int kBlockM = 64, kBlockN = 64, kStages = 2, kAtomLayoutMdQ = 1, kAtomLayoutMdKV = 2;
+  static constexpr bool kKeysAlongM = false;
 };
 
 }  // namespace sm90
@@ -274,4 +293,4 @@ struct BwdTile<128> {
 // X(head_dim, variant) for each sm80 decode row, in table order.
 #define FLASHCUTE_DECODE_SM80_KERNELS(X) X(64, kAll) X(96, kAll) X(128, kAll) X(192, kAll) X(256, kAll)
 // X(head_dim, variant) for each sm90 backward row, in table order.
-#define FLASHCUTE_BWD_SM90_KERNELS(X) X(64, kAll) X(96, kAll) X(128, kAll)
+#define FLASHCUTE_BWD_SM90_KERNELS(X) X(64, kAll) X(96, kAll) X(128, kAll) X(192, kAll) X(256, kAll)

@@ -27,6 +27,15 @@ struct PostprocessOf {
   using SmemLayout = cute::conditional_t<kIsDQ, typename Traits::SmemLayoutQdO, typename Traits::SmemLayoutKV>;
   static constexpr int kSmemBytes = cosize_v<SmemLayout> * sizeof(typename Traits::Element);
   static constexpr int kAccumGroupThreads = kIsDQ ? Traits::kdQAccumGroupThreads : Traits::kNThreads;
+  // dK^T / dV^T (SM90 head dims 192, 256): the accumulator is (head dim, rows), written into the staging tile
+  // through its transposed view.
+  static constexpr bool kTransposed = !kIsDQ && Traits::kdKVTransposed;
+  using Rows = Int<kBlockRows>;
+  using HeadDim = Int<Traits::kHeadDim>;
+  using AccShape = cute::conditional_t<kTransposed, Shape<HeadDim, Rows>, Shape<Rows, HeadDim>>;
+  using SmemLayoutAcc = cute::conditional_t<
+      kTransposed, decltype(composition(SmemLayout{}, make_ordered_layout(Shape<HeadDim, Rows>{}, Step<_2, _1>{}))),
+      SmemLayout>;
 };
 
 template <class Traits, Grad kGrad>
@@ -55,7 +64,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_postprocess_kernel(__gr
 
   // The block back into the registers it came from (coalesced loads), scaled.
   typename Of::TiledMma tiled_mma;
-  Tensor acc = partition_fragment_C(tiled_mma, Shape<Int<kBlockRows>, Int<Traits::kHeadDim>>{});  // (MMA, MMA_M, MMA_D)
+  Tensor acc = partition_fragment_C(tiled_mma, typename Of::AccShape{});  // (MMA, MMA_M, MMA_D)
   Tensor tAgA = accum_block<kBlockRows, Traits::kHeadDim, Traits::kNThreads, Of::kAccumGroupThreads>(accum, accum_rows,
                                                                                                 block)(tidx, _);
   CUTE_STATIC_ASSERT_V(size(acc) == size(tAgA));
@@ -63,8 +72,9 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_postprocess_kernel(__gr
   for (int i = 0; i < size(acc); ++i) { acc(i) = tAgA(i) * scale; }
 
   Tensor sOut = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), typename Of::SmemLayout{});
-  store_through_smem<typename Traits::SmemCopyAtomStore, typename Traits::GmemTiledCopy>(tiled_mma, acc, sOut, gOut,
-                                                                                          row_end, params.head_dim, tidx);
+  Tensor sOutAcc = make_tensor(sOut.data(), typename Of::SmemLayoutAcc{});
+  store_through_smem<typename Traits::SmemCopyAtomStore, typename Traits::GmemTiledCopy>(
+      tiled_mma, acc, sOutAcc, sOut, gOut, row_end, params.head_dim, tidx);
 }
 
 }  // namespace flashcute::sm80

@@ -27,17 +27,19 @@ __device__ inline void store_predicated(TiledCopy const& tiled_copy, TensorR con
   }
 }
 
-// A float accumulator tile (partitioned by tiled_mma) -> 16-bit -> staged in shared memory sX -> 128-bit coalesced
-// stores to gX, predicated as store_predicated. Every reader of sX must be behind a barrier all threads passed.
-template <class SmemCopyAtom, class GmemTiledCopy, class TiledMma, class TensorAcc, class TensorS, class TensorG>
-__device__ inline void store_through_smem(TiledMma const& tiled_mma, TensorAcc const& acc, TensorS& sX, TensorG& gX,
-                                          int row_end, int head_dim, int tidx) {
+// A float accumulator tile (partitioned by tiled_mma) -> 16-bit -> staged in shared memory sX (through sAcc, its
+// view in the accumulator's shape) -> 128-bit coalesced stores to gX, predicated as store_predicated. Every reader
+// of sX must be behind a barrier all threads passed.
+template <class SmemCopyAtom, class GmemTiledCopy, class TiledMma, class TensorAcc, class TensorSAcc, class TensorS,
+          class TensorG>
+__device__ inline void store_through_smem(TiledMma const& tiled_mma, TensorAcc const& acc, TensorSAcc& sAcc,
+                                          TensorS& sX, TensorG& gX, int row_end, int head_dim, int tidx) {
   // registers -> smem
   Tensor rX = convert_type<typename TensorS::value_type>(acc);
   auto smem_tiled_copy = make_tiled_copy_C(SmemCopyAtom{}, tiled_mma);
   auto smem_thr_copy = smem_tiled_copy.get_thread_slice(tidx);
   Tensor taccXrX = smem_thr_copy.retile_S(rX);
-  Tensor taccXsX = smem_thr_copy.partition_D(sX);
+  Tensor taccXsX = smem_thr_copy.partition_D(sAcc);
   CUTE_STATIC_ASSERT_V(size(taccXrX) == size(taccXsX));  // every accumulator element has its smem slot
   copy(smem_tiled_copy, taccXrX, taccXsX);
   __syncthreads();
@@ -51,6 +53,12 @@ __device__ inline void store_through_smem(TiledMma const& tiled_mma, TensorAcc c
   Tensor tXrX = make_fragment_like(tXsX);
   copy(gmem_tiled_copy, tXsX, tXrX);
   store_predicated(gmem_tiled_copy, tXrX, tXgX, tXcX, row_end, head_dim);
+}
+
+template <class SmemCopyAtom, class GmemTiledCopy, class TiledMma, class TensorAcc, class TensorS, class TensorG>
+__device__ inline void store_through_smem(TiledMma const& tiled_mma, TensorAcc const& acc, TensorS& sX, TensorG& gX,
+                                          int row_end, int head_dim, int tidx) {
+  store_through_smem<SmemCopyAtom, GmemTiledCopy>(tiled_mma, acc, sX, sX, gX, row_end, head_dim, tidx);
 }
 
 template <class Traits>

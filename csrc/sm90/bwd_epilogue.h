@@ -1,8 +1,9 @@
-// Epilogue of one K/V block of the SM90 backward. Without GQA, dK (scaled) and dV are converted to 16 bits, staged
-// over the K and V buffers with stmatrix and written by two TMA stores, which clip rows past the sequence's seqlen_k
+// Epilogue of one K/V block of the SM90 backward. Without GQA, dK (scaled) and dV (or dK^T and dV^T where queries
+// run along M) are converted to 16 bits, staged over the K and V buffers with stmatrix (transposing dK^T and dV^T)
+// and written by two TMA stores, which clip rows past the sequence's seqlen_k
 // (gmem.h SequenceRows) and columns past head_dim. With GQA the query heads of a group share dK and dV: each adds its share into the float32
 // accumulators (sm80/gmem.h accum_block order, red.global.add), in head order in deterministic mode, and the
-// postprocess converts them.
+// postprocess converts them (BwdPrePost::kdKVTransposed says which orientation).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -62,6 +63,9 @@ struct BwdEpilogue {
                                    int bidh_kv, int thread_idx) {
     Tensor sK = make_tensor(make_smem_ptr(shared.smem_k.data()), typename Traits::SmemLayoutK{});  // (N, D)
     Tensor sV = make_tensor(make_smem_ptr(shared.smem_v.data()), typename Traits::SmemLayoutV{});  // (N, D)
+    // The same buffers in the accumulators' orientation: (N, D), or (D, N) where queries run along M.
+    Tensor sdK = make_tensor(make_smem_ptr(shared.smem_k.data()), typename Traits::SmemLayoutdKStage{});
+    Tensor sdV = make_tensor(make_smem_ptr(shared.smem_v.data()), typename Traits::SmemLayoutdVStage{});
     typename Traits::TiledMmadKV tiled_mma_dkv;
     auto smem_tiled_copy = make_tiled_copy_C(typename Traits::SmemCopyAtomdKV{}, tiled_mma_dkv);
     auto smem_thr_copy = smem_tiled_copy.get_thread_slice(thread_idx);
@@ -69,8 +73,8 @@ struct BwdEpilogue {
     Tensor rdV = convert_type<Element>(tdVrdV);
 
     sync_consumers();  // every warpgroup's last gemm has read K and V
-    copy(smem_tiled_copy, smem_thr_copy.retile_S(rdK), smem_thr_copy.partition_D(sK));
-    copy(smem_tiled_copy, smem_thr_copy.retile_S(rdV), smem_thr_copy.partition_D(sV));
+    copy(smem_tiled_copy, smem_thr_copy.retile_S(rdK), smem_thr_copy.partition_D(sdK));
+    copy(smem_tiled_copy, smem_thr_copy.retile_S(rdV), smem_thr_copy.partition_D(sdV));
     cutlass::arch::fence_view_async_shared();  // generic-proxy writes -> visible to the TMA (async proxy)
     sync_consumers();
 

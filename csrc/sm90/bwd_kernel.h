@@ -23,15 +23,20 @@
 #include "sm90/bwd_epilogue.h"
 #include "sm90/bwd_kernel_traits.h"
 #include "sm90/bwd_mainloop.h"
+#include "sm90/bwd_mainloop_queries_along_m.h"
 
 namespace flashcute::sm90 {
 
 using namespace cute;
 
 template <class Traits, bool kCausal>
+using BwdMainloopOf = cute::conditional_t<Traits::kKeysAlongM, BwdMainloop<Traits, kCausal>,
+                                          BwdMainloopQueriesAlongM<Traits, kCausal>>;
+
+template <class Traits, bool kCausal>
 struct BwdKernelParams {
   BwdParams bwd;
-  typename BwdMainloop<Traits, kCausal>::Params mainloop;
+  typename BwdMainloopOf<Traits, kCausal>::Params mainloop;
   typename BwdEpilogue<Traits>::Params epilogue;
 };
 
@@ -41,7 +46,7 @@ template <class Traits, bool kCausal, bool kVarlen>
 __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     bwd_kernel(CUTE_GRID_CONSTANT BwdKernelParams<Traits, kCausal> const params) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Mainloop = BwdMainloop<Traits, kCausal>;
+  using Mainloop = BwdMainloopOf<Traits, kCausal>;
   using Epilogue = BwdEpilogue<Traits>;
   using SharedStorage = typename Traits::SharedStorage;
   using TileShape_MNK = typename Traits::TileShape_MNK;
@@ -98,7 +103,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     // The warp-uniform test first: tested after the per-thread one, ptxas kept values of both roles live across
     // the branch and spilled them at 24 registers (benchmarks/notes.md#d-sm90-bwd-producer-branch).
     if (warp_idx == 1) {
-      Mainloop::store_dq(bwd, shared, seq, n_block, bidh, range);
+      if constexpr (Traits::kdQThroughSmem) { Mainloop::store_dq(bwd, shared, seq, n_block, bidh, range); }
     } else if (threadIdx.x == 0) {  // the pipelines' leader thread arms their barriers
       Mainloop::load(params.mainloop, bwd, shared, pipes, seq, n_block, bidh, bidh_kv, range);
     }
@@ -106,12 +111,17 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
     int const thread_idx = threadIdx.x - cutlass::NumThreadsPerWarpGroup;
     typename Traits::TiledMmadKV tiled_mma_dkv;
-    Tensor tdKrdK = partition_fragment_C(tiled_mma_dkv, select<1, 2>(TileShape_MNK{}));  // (MMA, MMA_N, MMA_D)
-    Tensor tdVrdV = partition_fragment_C(tiled_mma_dkv, select<1, 2>(TileShape_MNK{}));  // (MMA, MMA_N, MMA_D)
+    // dK and dV, or dK^T and dV^T where queries run along M.
+    Tensor tdKrdK = partition_fragment_C(tiled_mma_dkv, typename Traits::TileShapedKV{});  // (MMA, MMA_N, MMA_D)
+    Tensor tdVrdV = partition_fragment_C(tiled_mma_dkv, typename Traits::TileShapedKV{});  // (MMA, MMA_N, MMA_D)
     clear(tdKrdK);
     clear(tdVrdV);
     if (has_work) {
-      Mainloop::mma(bwd, shared, pipes, tdKrdK, tdVrdV, seq, n_block, range, thread_idx);
+      if constexpr (Traits::kKeysAlongM) {
+        Mainloop::mma(bwd, shared, pipes, tdKrdK, tdVrdV, seq, n_block, range, thread_idx);
+      } else {  // these consumers add dQ themselves
+        Mainloop::mma(bwd, shared, pipes, tdKrdK, tdVrdV, seq, n_block, bidh, range, thread_idx);
+      }
     }
     // dK = scale * dS^T.Q: the softmax scale, left out of the loop, once here.
     CUTLASS_PRAGMA_UNROLL

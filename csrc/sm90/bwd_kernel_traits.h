@@ -2,9 +2,15 @@
 // TiledMMAs, GMMA-swizzled shared-memory layouts (and the transposed views the gemms read), pipelines and the
 // shared-memory budget.
 //
-// Keys run along the wgmma M mode: S^T = K.Q^T and dP^T = V.dO^T leave P^T and dS^T in the accumulators of the
-// warpgroup that owns those 64 keys, which are then, converted to 16 bits, the register A operands of
-// dV += P^T.dO and dK += dS^T.Q. Only dQ = dS.K needs dS the other way round: it goes through shared memory.
+// Two plans (kernel_table.py Sm90BwdTile keys_along_m; BwdKernelTraitsFor picks by head dim):
+// - BwdKernelTraits (head dims <= 128): keys run along the wgmma M mode: S^T = K.Q^T and dP^T = V.dO^T leave P^T
+//   and dS^T in the accumulators of the warpgroup that owns those 64 keys, which are then, converted to 16 bits,
+//   the register A operands of dV += P^T.dO and dK += dS^T.Q. Only dQ = dS.K needs dS the other way round: it
+//   goes through shared memory.
+// - BwdKernelTraitsQueriesAlongM (head dims 192, 256): 128 keys' dK and dV alone would take 2 x 64 x 256 / 128
+//   registers per consumer thread at head dim 256. Queries run along M: S = Q.K^T and dP = dO.V^T with the 64
+//   keys split over the warpgroups; P and dS go through shared memory, where they are the B operands of
+//   dV^T += dO^T.P and dK^T += Q^T.dS (head dim along M) and dS the A operand of dQ = dS.K.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -21,6 +27,30 @@ namespace flashcute::sm90 {
 
 using namespace cute;
 
+// The preprocess and postprocess (sm80/bwd_preprocess.h, sm80/bwd_postprocess.h) are arch-neutral: they read this
+// view of an SM90 backward (its block heights, its consumer threads and the TiledMMAs whose register order the
+// float32 accumulators hold) and do their copies with SM80 instructions.
+template <class Traits>
+struct BwdPrePost : sm80::CopyTraits<typename Traits::Element, Traits::kHeadDim, Traits::kNumMmaThreads> {
+  using Element = typename Traits::Element;
+  static constexpr int kHeadDim = Traits::kHeadDim;
+  static constexpr int kBlockM = Traits::kBlockM;
+  static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr int kNThreads = Traits::kNumMmaThreads;
+  static constexpr int kdQAccumGroupThreads = Traits::kdQAccumGroupThreads;
+  using TiledMmadQ = typename Traits::TiledMmadQ;
+  using TiledMmadKV = typename Traits::TiledMmadKV;
+  // dK and dV (GQA) accumulated as dK^T and dV^T: (head dim, keys).
+  static constexpr bool kdKVTransposed = !Traits::kKeysAlongM;
+  // The postprocess's staging tile: rows padded by 16 bytes, so the accumulator's 4-byte pairs (8 rows x 4
+  // threads per warp store) land in 32 distinct banks. (A warpgroup's head-dim slice of dQ, 48 columns at head
+  // dim 96, does not tile the 32- or 64-column swizzle atoms.)
+  template <int kRows>
+  using PaddedRows = Layout<Shape<Int<kRows>, Int<kHeadDim>>, Stride<Int<kHeadDim + 8>, _1>>;
+  using SmemLayoutQdO = PaddedRows<kBlockM>;
+  using SmemLayoutKV = PaddedRows<kBlockN>;
+};
+
 template <typename Element_, int kHeadDim_>
 struct BwdKernelTraits {
   using Element = Element_;
@@ -34,6 +64,8 @@ struct BwdKernelTraits {
 
   // Warp specialization: warpgroup 0 produces (warp 0: TMA loads; warp 1: dQ's bulk reductions), warpgroups 1..2
   // consume (wgmma, softmax gradient, epilogue).
+  static constexpr bool kKeysAlongM = true;
+  static constexpr bool kdQThroughSmem = true;  // one bulk reduction per warpgroup's chunk, by the dQ warp
   static constexpr int kNumMmaWarpGroups = 2;
   static constexpr int kNumMmaThreads = kNumMmaWarpGroups * cutlass::NumThreadsPerWarpGroup;
   static constexpr int kNumThreads = kNumMmaThreads + cutlass::NumThreadsPerWarpGroup;
@@ -48,6 +80,7 @@ struct BwdKernelTraits {
   static_assert(kNumMmaWarpGroups % kAtomLayoutMdQ == 0);
 
   using TileShape_MNK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;
+  using TileShapedKV = Shape<Int<kBlockN>, Int<kHeadDim>>;  // the dK and dV accumulators
 
   using AtomLayoutKeys = Layout<Shape<Int<kNumMmaWarpGroups>, _1, _1>>;  // warpgroup w: keys [64w, 64w + 64)
   // S^T = K.Q^T and dP^T = V.dO^T: (BLK_N, BLK_M), every operand K-major (head dim contiguous) in shared memory.
@@ -106,9 +139,11 @@ struct BwdKernelTraits {
                               Stride<Stride<_1, Int<kdQChunkElems>>, Int<kdQAccumGroupThreads>, Int<kdQElems>>>;
   // (thread, element, buffer)
 
-  // registers -> smem: dS^T transposed into dS (stmatrix .trans), dK/dV as they are (stmatrix).
+  // registers -> smem: dS^T transposed into dS (stmatrix .trans), dK/dV as they are (stmatrix) over K and V.
   using SmemCopyAtomdS = Copy_Atom<SM90_U16x8_STSM_T, Element>;
   using SmemCopyAtomdKV = Copy_Atom<SM90_U32x4_STSM_N, Element>;
+  using SmemLayoutdKStage = SmemLayoutK;  // the K and V buffers as the dK and dV accumulators see them
+  using SmemLayoutdVStage = SmemLayoutV;
 
   using PipelineQdO = cutlass::PipelineTmaAsync<kStages>;
   static constexpr uint32_t kTmaBytesQdO = kBlockM * kHeadDim * sizeof(Element) + kBlockM * sizeof(float);
@@ -130,27 +165,126 @@ struct BwdKernelTraits {
   static constexpr int kSmemBytes = sizeof(SharedStorage);
   static_assert(kSmemBytes <= kMaxSmemBytes, "shared memory plan exceeds the 227 KiB an SM90 CTA may use");
 
-  // The preprocess and postprocess (sm80/bwd_preprocess.h, sm80/bwd_postprocess.h) are arch-neutral: they read
-  // this view of the kernel (its block heights, its consumer threads and the TiledMMAs whose register order the
-  // float32 accumulators hold) and do their copies with SM80 instructions.
-  struct PrePost : sm80::CopyTraits<Element, kHeadDim, kNumMmaThreads> {
-    using Base = sm80::CopyTraits<Element, kHeadDim, kNumMmaThreads>;
-    using Element = Element_;
-    static constexpr int kHeadDim = kHeadDim_;
-    static constexpr int kBlockM = BwdKernelTraits::kBlockM;
-    static constexpr int kBlockN = BwdKernelTraits::kBlockN;
-    static constexpr int kNThreads = kNumMmaThreads;
-    static constexpr int kdQAccumGroupThreads = BwdKernelTraits::kdQAccumGroupThreads;
-    using TiledMmadQ = typename BwdKernelTraits::TiledMmadQ;
-    using TiledMmadKV = typename BwdKernelTraits::TiledMmadKV;
-    // The postprocess's staging tile: rows padded by 16 bytes, so the accumulator's 4-byte pairs (8 rows x 4
-    // threads per warp store) land in 32 distinct banks. (A warpgroup's head-dim slice of dQ, 48 columns at head
-    // dim 96, does not tile the 32- or 64-column swizzle atoms.)
-    template <int kRows>
-    using PaddedRows = Layout<Shape<Int<kRows>, Int<kHeadDim>>, Stride<Int<kHeadDim + 8>, _1>>;
-    using SmemLayoutQdO = PaddedRows<kBlockM>;
-    using SmemLayoutKV = PaddedRows<kBlockN>;
-  };
+  using PrePost = BwdPrePost<BwdKernelTraits>;
 };
+
+template <typename Element_, int kHeadDim_>
+struct BwdKernelTraitsQueriesAlongM {
+  using Element = Element_;
+  static constexpr int kHeadDim = kHeadDim_;
+  using Tile = BwdTile<kHeadDim>;
+  static_assert(Tile::kShipped && !Tile::kKeysAlongM, "no queries-along-M SM90 backward tile for this head dim");
+  static constexpr int kBlockM = Tile::kBlockM;  // Q/dO rows per step: one wgmma M
+  static constexpr int kBlockN = Tile::kBlockN;  // K/V rows of the CTA
+  static constexpr int kStages = Tile::kStages;  // Q/dO (with their LSE/D rows), P and dS stages
+  static constexpr int kAtomLayoutMdQ = Tile::kAtomLayoutMdQ;
+  static constexpr int kAtomLayoutMdKV = Tile::kAtomLayoutMdKV;  // warpgroups along dK^T's head dim
+  static constexpr bool kKeysAlongM = false;
+  // dQ is added from the accumulator registers (red.global.add): a float32 staging block, 64 KB at head dim
+  // 256, does not fit beside two Q/dO stages.
+  static constexpr bool kdQThroughSmem = false;
+
+  // Warp specialization as in BwdKernelTraits; the producer's dQ warp has nothing to do.
+  static constexpr int kNumMmaWarpGroups = 2;
+  static constexpr int kNumMmaThreads = kNumMmaWarpGroups * cutlass::NumThreadsPerWarpGroup;
+  static constexpr int kNumThreads = kNumMmaThreads + cutlass::NumThreadsPerWarpGroup;
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+  static constexpr int kLaunchRegs = 65536 / kNumThreads / 8 * 8;
+  static_assert(128 * kProducerRegs + kNumMmaThreads * kConsumerRegs <= kNumThreads * kLaunchRegs);
+  static_assert(kBlockM == 64, "S and dP: one wgmma M of queries, the warpgroups split the keys");
+  static_assert(kBlockM >= kBwdSemaphoreRows && kBwdAccumRowAlign % kBlockM == 0 && kBwdAccumRowAlign % kBlockN == 0);
+  static_assert(kNumMmaWarpGroups % kAtomLayoutMdQ == 0 && kNumMmaWarpGroups % kAtomLayoutMdKV == 0);
+
+  using TileShape_MNK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;
+  using TileShapedKV = Shape<Int<kHeadDim>, Int<kBlockN>>;  // the dK^T and dV^T accumulators
+
+  // S = Q.K^T and dP = dO.V^T: (BLK_M, BLK_N), warpgroup w takes keys [w, w + 1) * BLK_N / 2; every operand
+  // K-major (head dim contiguous).
+  static constexpr int kSdPKeysPerWarpGroup = kBlockN / kNumMmaWarpGroups;
+  using TiledMmaSdP = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kSdPKeysPerWarpGroup>, Int<kHeadDim>>>(),
+      Layout<Shape<_1, Int<kNumMmaWarpGroups>, _1>>{}));
+  // dV^T += dO^T.P and dK^T += Q^T.dS: (D, BLK_N), kAtomLayoutMdKV warpgroups along the head dim, the rest along
+  // the keys. A = dO^T / Q^T and B = P^T / dS^T: MN-major views of the stages.
+  static constexpr int kdKVKeysPerWarpGroup = kBlockN * kAtomLayoutMdKV / kNumMmaWarpGroups;
+  using TiledMmadKV = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kdKVKeysPerWarpGroup>, Int<kBlockM>>,
+                           GMMA::Major::MN, GMMA::Major::MN>(),
+      Layout<Shape<Int<kAtomLayoutMdKV>, Int<kNumMmaWarpGroups / kAtomLayoutMdKV>, _1>>{}));
+  // dQ = dS.K: (BLK_M, D), as in BwdKernelTraits. A = dS (K-major), B = K^T (an MN-major view of K).
+  static constexpr int kdQHeadDimPerWarpGroup = kHeadDim * kAtomLayoutMdQ / kNumMmaWarpGroups;
+  using TiledMmadQ = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float,
+                           Shape<Int<kBlockM / kAtomLayoutMdQ>, Int<kdQHeadDimPerWarpGroup>, Int<kBlockN>>,
+                           GMMA::Major::K, GMMA::Major::MN>(),
+      Layout<Shape<Int<kAtomLayoutMdQ>, Int<kNumMmaWarpGroups / kAtomLayoutMdQ>, _1>>{}));
+
+  // Shared memory. A GMMA descriptor cannot start inside a swizzle atom: K's atom tiles a warpgroup's head-dim
+  // slice of dQ (K^T is its B operand), P's and dS's a warpgroup's keys of dV^T / dK^T (P^T and dS^T are their B
+  // operands); Q, dO and V tile the whole head dim (64-column atoms: a warpgroup's 64-row slices of dO^T / Q^T start
+  // on one).
+  using SmemLayoutAtomQdOV = decltype(k_major_smem_atom<Element, kHeadDim>());
+  using SmemLayoutAtomK = decltype(k_major_smem_atom<Element, kdQHeadDimPerWarpGroup>());
+  using SmemLayoutAtomPdS = decltype(k_major_smem_atom<Element, kdKVKeysPerWarpGroup>());
+  static constexpr int kTmaBoxCols = cute::min(size<1>(SmemLayoutAtomQdOV{}), size<1>(SmemLayoutAtomK{}));
+  using SmemLayoutQ = decltype(tile_to_shape(SmemLayoutAtomQdOV{}, Shape<Int<kBlockM>, Int<kHeadDim>, Int<kStages>>{}));
+  using SmemLayoutdO = SmemLayoutQ;
+  using SmemLayoutK = decltype(tile_to_shape(SmemLayoutAtomK{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+  using SmemLayoutV = decltype(tile_to_shape(SmemLayoutAtomQdOV{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+  // P and dS: (BLK_M, BLK_N) per stage, keys contiguous.
+  using SmemLayoutPdS = decltype(tile_to_shape(SmemLayoutAtomPdS{}, Shape<Int<kBlockM>, Int<kBlockN>, Int<kStages>>{}));
+  // Transposed views of the same bytes: Q^T, dO^T (D, BLK_M, stage); K^T, V^T (D, BLK_N); P^T, dS^T (BLK_N, BLK_M,
+  // stage).
+  using SmemLayoutQt = decltype(composition(
+      SmemLayoutQ{}, make_ordered_layout(Shape<Int<kHeadDim>, Int<kBlockM>, Int<kStages>>{}, Step<_2, _1, _3>{})));
+  using SmemLayoutdOt = SmemLayoutQt;
+  using SmemLayoutKt = decltype(composition(
+      SmemLayoutK{}, make_ordered_layout(Shape<Int<kHeadDim>, Int<kBlockN>>{}, Step<_2, _1>{})));
+  using SmemLayoutVt = decltype(composition(
+      SmemLayoutV{}, make_ordered_layout(Shape<Int<kHeadDim>, Int<kBlockN>>{}, Step<_2, _1>{})));
+  using SmemLayoutPdSt = decltype(composition(
+      SmemLayoutPdS{}, make_ordered_layout(Shape<Int<kBlockN>, Int<kBlockM>, Int<kStages>>{}, Step<_2, _1, _3>{})));
+  // LSE * log2(e) and D of each Q/dO stage's rows, broadcast over the keys (BLK_M, BLK_N, stage).
+  using SmemLayoutRowStats = Layout<Shape<Int<kBlockM>, Int<kStages>>>;
+  using SmemLayoutRowStatsMma = Layout<Shape<Int<kBlockM>, Int<kBlockN>, Int<kStages>>, Stride<_1, _0, Int<kBlockM>>>;
+  // dQ's order in the float32 accumulator: sm80/gmem.h accum_block with one chunk per consumer warpgroup, as
+  // BwdKernelTraits' shared-memory chunks (one postprocess for both).
+  static constexpr int kdQAccumGroupThreads = cutlass::NumThreadsPerWarpGroup;
+
+  // registers -> smem: P and dS as they are (stmatrix); dK^T / dV^T transposed into the K / V buffers
+  // (stmatrix .trans) for the epilogue's TMA stores.
+  using SmemCopyAtomPdS = Copy_Atom<SM90_U32x4_STSM_N, Element>;
+  using SmemCopyAtomdKV = Copy_Atom<SM90_U16x8_STSM_T, Element>;
+  using SmemLayoutdKStage = SmemLayoutKt;
+  using SmemLayoutdVStage = SmemLayoutVt;
+
+  using PipelineQdO = cutlass::PipelineTmaAsync<kStages>;
+  static constexpr uint32_t kTmaBytesQdO = kBlockM * kHeadDim * sizeof(Element) + kBlockM * sizeof(float);
+  static constexpr uint32_t kTmaBytesKV = kBlockN * kHeadDim * sizeof(Element);
+
+  struct SharedStorage {
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> smem_q;
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutdO>, 1024> smem_do;
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> smem_k;   // dK at the end
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutV>, 1024> smem_v;   // dV at the end
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutPdS>, 1024> smem_p;
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutPdS>, 1024> smem_ds;
+    cute::array_aligned<float, cute::cosize_v<SmemLayoutRowStats>, 128> smem_lse_log2;
+    cute::array_aligned<float, cute::cosize_v<SmemLayoutRowStats>, 128> smem_dsum;
+    typename PipelineQdO::SharedStorage pipeline_q;
+    typename PipelineQdO::SharedStorage pipeline_do;
+  };
+  static constexpr int kMaxSmemBytes = 227 * 1024;
+  static constexpr int kSmemBytes = sizeof(SharedStorage);
+  static_assert(kSmemBytes <= kMaxSmemBytes, "shared memory plan exceeds the 227 KiB an SM90 CTA may use");
+
+  using PrePost = BwdPrePost<BwdKernelTraitsQueriesAlongM>;
+};
+
+// The plan of a head dim's shipped tile.
+template <typename Element, int kHeadDim>
+using BwdKernelTraitsFor = cute::conditional_t<BwdTile<kHeadDim>::kKeysAlongM, BwdKernelTraits<Element, kHeadDim>,
+                                               BwdKernelTraitsQueriesAlongM<Element, kHeadDim>>;
 
 }  // namespace flashcute::sm90

@@ -30,7 +30,7 @@ void launch_bwd(BwdParams const& params, cudaStream_t stream) {
       <<<dim3(blocks(params.seqlen_q, Traits::kBlockM), params.heads_q, params.batch), PrePost::kNThreads, 0, stream>>>(
           params);
 
-  BwdKernelParams<Traits, kCausal> const kernel_params{params, BwdMainloop<Traits, kCausal>::make_params(params),
+  BwdKernelParams<Traits, kCausal> const kernel_params{params, BwdMainloopOf<Traits, kCausal>::make_params(params),
                                                        BwdEpilogue<Traits>::make_params(params)};
   // The kernel and the postprocess start while the kernel before each still runs (their prologues and launch
   // latency hidden); each waits for it before reading its outputs (wait_for_prior_grid).
@@ -58,7 +58,7 @@ void launch_bwd(BwdParams const& params, cudaStream_t stream) {
 // The registry's entry (common/registry.h) for one (dtype, head dim).
 template <typename Element, int kHeadDim>
 struct BwdKernel {
-  using Traits = BwdKernelTraits<Element, kHeadDim>;
+  using Traits = BwdKernelTraitsFor<Element, kHeadDim>;
 
   // The caller allocates lse_log2_ptr for kernels of this arch (flash_api.cpp).
   static bool can_run(BwdParams const& params, char* why, int why_size) {

@@ -167,13 +167,27 @@ struct BwdMainloop {
     }
   }
 
-  // The dQ warp of the producer warpgroup (all 32 lanes, lane 0 issues): each consumer warpgroup's chunk of a Q
-  // block's dQ, once that warpgroup has put it in shared memory, is added into this head's float32 accumulator by
-  // one bulk reduction (the chunks in warpgroup order, a bulk group each). With a
-  // turnstile (deterministic mode) the K/V blocks visiting a Q block, a prefix [0, n_end) of them
-  // (common/block_range.h), add in a fixed order: increasing n_block without causal, where they all start at Q
-  // block 0 and walk in step; decreasing with causal, where block n starts at the diagonal, so a higher n_block
-  // reaches a given Q block sooner (in n_block order, each would wait for all the lower ones' longer walks).
+  // Deterministic mode: the turnstile of this head's Q blocks (null otherwise). The K/V blocks visiting a Q block,
+  // a prefix [0, n_end) of them (common/block_range.h), add its dQ in a fixed order: increasing n_block without
+  // causal, where they all start at Q block 0 and walk in step; decreasing with causal, where block n starts at
+  // the diagonal, so a higher n_block reaches a given Q block sooner (in n_block order, each would wait for all
+  // the lower ones' longer walks).
+  CUTLASS_DEVICE static int* dq_turnstiles(BwdParams const& bwd, SeqInfo const& seq, int bidh) {
+    return bwd.dq_semaphore == nullptr ? nullptr
+        : bwd.dq_semaphore + seq.q_semaphore_offset() + int64_t(bidh) * seq.q_semaphores();
+  }
+  CUTLASS_DEVICE static int* dq_counter(int* turnstiles, int m_block) {
+    return turnstiles + m_block * (kBlockM / kBwdSemaphoreRows);
+  }
+  CUTLASS_DEVICE static int dq_turn(SeqInfo const& seq, int m_block, int n_block) {
+    int const n_end = kv_blocks_visiting<kBlockM, kBlockN, kCausal>(seq, m_block);
+    return kCausal ? n_end - 1 - n_block : n_block;
+  }
+
+  // The dQ warp of the producer warpgroup (all 32 lanes, lane 0 issues), where dQ goes through shared memory: each
+  // consumer warpgroup's chunk of a Q block's dQ, once that warpgroup has put it in shared memory, is added into
+  // this head's float32 accumulator by one bulk reduction (the chunks in warpgroup order, a bulk group each), in
+  // turn with a turnstile.
   template <class SharedStorage>
   CUTLASS_DEVICE static void store_dq(BwdParams const& bwd, SharedStorage& shared, SeqInfo const& seq, int n_block,
                                       int bidh, QBlockRange const& range) {
@@ -185,8 +199,7 @@ struct BwdMainloop {
     bool const lane0 = cute::elect_one_sync();
     wait_for_prior_grid();  // the preprocess has zeroed the dQ accumulator
     float* const dq_accum_head = bwd.dq_accum_ptr + (seq.q_accum_offset() + int64_t(bidh) * seq.q_accum_rows()) * kHeadDim;
-    int* const turnstile = bwd.dq_semaphore == nullptr ? nullptr
-        : bwd.dq_semaphore + seq.q_semaphore_offset() + int64_t(bidh) * seq.q_semaphores();
+    int* const turnstiles = dq_turnstiles(bwd, seq, bidh);
     for (int m_block = range.m_block_min, i = 0; m_block < range.m_block_max; ++m_block, ++i) {
       int const buffer = i % kBuffers;
       // Warpgroup w's chunk of this buffer is free once block m - kBuffers's reduction of it has read it: of the
@@ -196,11 +209,8 @@ struct BwdMainloop {
         __syncwarp();
         NamedBarrier::arrive(kThreads, uint32_t(BwdNamedBarrierId::kdQEmptyFirst) + wg);
       });
-      int* const counter = turnstile == nullptr ? nullptr : turnstile + m_block * (kBlockM / kBwdSemaphoreRows);
-      if (lane0 && counter != nullptr) {
-        int const n_end = kv_blocks_visiting<kBlockM, kBlockN, kCausal>(seq, m_block);
-        turnstile_spin(counter, kCausal ? n_end - 1 - n_block : n_block);
-      }
+      int* const counter = turnstiles == nullptr ? nullptr : dq_counter(turnstiles, m_block);
+      if (lane0 && counter != nullptr) { turnstile_spin(counter, dq_turn(seq, m_block, n_block)); }
       for (int wg = 0; wg < kWarpGroups; ++wg) {
         NamedBarrier::sync(kThreads, uint32_t(BwdNamedBarrierId::kdQFullFirst) + wg);
         if (lane0) {

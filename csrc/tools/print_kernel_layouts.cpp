@@ -158,6 +158,8 @@ void print_sm90() {
   printf("\n");
 }
 
+// Either plan of csrc/sm90/bwd_kernel_traits.h (BwdKernelTraitsFor): the members both have, and in their place
+// (if constexpr) those of one plan only.
 template <class Traits>
 void print_sm90_bwd() {
   using Element = typename Traits::Element;
@@ -166,7 +168,11 @@ void print_sm90_bwd() {
   field("kBlockN", Traits::kBlockN);
   field("kHeadDim", Traits::kHeadDim);
   field("kStages", Traits::kStages);
+  field("kKeysAlongM", int(Traits::kKeysAlongM));
   field("kAtomLayoutMdQ", Traits::kAtomLayoutMdQ);
+  if constexpr (!Traits::kKeysAlongM) {
+    field("kAtomLayoutMdKV", Traits::kAtomLayoutMdKV);
+  }
   field("kNumMmaWarpGroups", Traits::kNumMmaWarpGroups);
   field("kNumThreads", Traits::kNumThreads);
   field("kProducerRegs", Traits::kProducerRegs);
@@ -181,12 +187,23 @@ void print_sm90_bwd() {
   field("SmemLayoutQ", typename Traits::SmemLayoutQ{});
   field("SmemLayoutK", typename Traits::SmemLayoutK{});
   field("SmemLayoutV", typename Traits::SmemLayoutV{});
-  field("SmemLayoutdS", typename Traits::SmemLayoutdS{});
+  if constexpr (Traits::kKeysAlongM) {
+    field("SmemLayoutdS", typename Traits::SmemLayoutdS{});
+  } else {
+    field("SmemLayoutPdS", typename Traits::SmemLayoutPdS{});
+  }
   field("SmemLayoutQt", typename Traits::SmemLayoutQt{});
   field("SmemLayoutKt", typename Traits::SmemLayoutKt{});
-  field("SmemLayoutdSt", typename Traits::SmemLayoutdSt{});
+  if constexpr (Traits::kKeysAlongM) {
+    field("SmemLayoutdSt", typename Traits::SmemLayoutdSt{});
+  } else {
+    field("SmemLayoutVt", typename Traits::SmemLayoutVt{});
+    field("SmemLayoutPdSt", typename Traits::SmemLayoutPdSt{});
+  }
   field("SmemLayoutRowStatsMma", typename Traits::SmemLayoutRowStatsMma{});
-  field("SmemLayoutdQ", typename Traits::SmemLayoutdQ{});
+  if constexpr (Traits::kdQThroughSmem) {
+    field("SmemLayoutdQ", typename Traits::SmemLayoutdQ{});
+  }
 
   typename Traits::TiledMmaSdP tiled_mma_sdp;
   typename Traits::TiledMmadKV tiled_mma_dkv;
@@ -194,8 +211,13 @@ void print_sm90_bwd() {
   mma_fields("TiledMmaSdP", tiled_mma_sdp);
   mma_fields("TiledMmadKV", tiled_mma_dkv);
   mma_fields("TiledMmadQ", tiled_mma_dq);
-  // dS^T registers -> dS in shared memory (transposing stmatrix), and the epilogue's dK/dV -> shared memory.
-  copy_fields("SmemTiledCopydS", make_tiled_copy_C(typename Traits::SmemCopyAtomdS{}, tiled_mma_sdp));
+  if constexpr (Traits::kKeysAlongM) {
+    // dS^T registers -> dS in shared memory (transposing stmatrix), and the epilogue's dK/dV -> shared memory.
+    copy_fields("SmemTiledCopydS", make_tiled_copy_C(typename Traits::SmemCopyAtomdS{}, tiled_mma_sdp));
+  } else {
+    // P and dS registers -> shared memory (stmatrix), and the epilogue's dK^T/dV^T -> K/V (transposing stmatrix).
+    copy_fields("SmemTiledCopyPdS", make_tiled_copy_C(typename Traits::SmemCopyAtomPdS{}, tiled_mma_sdp));
+  }
   copy_fields("SmemTiledCopydKV", make_tiled_copy_C(typename Traits::SmemCopyAtomdKV{}, tiled_mma_dkv));
   printf("\n");
 }
@@ -221,7 +243,8 @@ void print_sm90_all() {
                                            FwdVariant::VARIANT == FwdVariant::kNonCausalLongK>>();
   FLASHCUTE_FWD_SM90_KERNELS(FLASHCUTE_PRINT_SM90)
 #undef FLASHCUTE_PRINT_SM90
-#define FLASHCUTE_PRINT_SM90_BWD(HEAD_DIM, VARIANT) print_sm90_bwd<flashcute::sm90::BwdKernelTraits<Element, HEAD_DIM>>();
+#define FLASHCUTE_PRINT_SM90_BWD(HEAD_DIM, VARIANT) \
+  print_sm90_bwd<flashcute::sm90::BwdKernelTraitsFor<Element, HEAD_DIM>>();
   FLASHCUTE_BWD_SM90_KERNELS(FLASHCUTE_PRINT_SM90_BWD)
 #undef FLASHCUTE_PRINT_SM90_BWD
 }

@@ -4,8 +4,10 @@
 
 Everything comes from flashcute.kernel_configs' Sm90BwdConfig, which tests/test_kernel_layouts.py holds equal to
 csrc/sm90/bwd_kernel_traits.h. DIR receives (PNG and SVG) smem_<Layout> (the first bank of every 16-byte chunk of
-Q, K and dS), mma_tv_SdP (S^T = K.Q^T: keys along M, 64 per consumer warpgroup), mma_tv_dKV_A (P^T and dS^T as
-the dV / dK gemms' register A operand), mma_tv_dQ (dQ = dS.K), and summary.txt / summary.json.
+Q, K and dS, or SmemLayoutPdS, the P and dS stages, with queries along M), mma_tv_SdP (S^T = K.Q^T: keys along M,
+64 per consumer warpgroup; or S = Q.K^T with the keys split over the warpgroups), mma_tv_dKV_A (keys along M:
+P^T and dS^T as the dV / dK gemms' register A operand) or mma_tv_dKV (queries along M: dK^T = Q^T.dS, both
+operands in shared memory), mma_tv_dQ (dQ = dS.K), and summary.txt / summary.json.
 """
 
 import json
@@ -37,18 +39,21 @@ def bwd_summary(cfg):
     kernel = kernel_table.find("bwd", "sm90", cfg.head_dim, "all")
     spills = {("causal" if causal else "non-causal"): ptxas.numbers(kernel, cfg.dtype, "sm_90a", causal)
               for causal in ptxas.causal_flags(kernel)}
+    # the accumulators as the plan holds them: queries along M, dK^T and dV^T, S and dP
+    dkv, sdp = ("dK + dV", "S^T + dP^T") if cfg.keys_along_m else ("dK^T + dV^T", "S + dP")
     return {
         "config": {"arch": "sm90", "op": "bwd", "dtype": cfg.dtype, "head_dim": cfg.head_dim,
                    "block_m": cfg.block_m, "block_n": cfg.block_n, "stages": cfg.stages, "atom_dq_m": cfg.atom_dq_m,
+                   "keys_along_m": cfg.keys_along_m, "atom_dkv_m": cfg.atom_dkv_m,
                    "threads": cfg.n_threads, "mma_warpgroups": cfg.n_mma_warpgroups,
                    "mma_atoms": [m.atom.name for m in (cfg.tiled_mma_sdp, cfg.tiled_mma_dkv, cfg.tiled_mma_dq)]},
         "layouts": cfg.printed(),
         "smem_bytes": cfg.smem_bytes,
         "registers": {"launch": cfg.launch_regs, "producer": cfg.producer_regs, "consumer": cfg.consumer_regs},
-        # float32 accumulators per consumer thread: dK and dV live across the Q blocks; S^T, dP^T and dQ per step
+        # float32 accumulators per consumer thread: dK and dV live across the Q blocks; S, dP and dQ per step
         "accumulators_per_thread": {
-            "dK + dV": 2 * cfg.block_n * cfg.head_dim // consumers,
-            "S^T + dP^T": 2 * cfg.block_n * cfg.block_m // consumers,
+            dkv: 2 * cfg.block_n * cfg.head_dim // consumers,
+            sdp: 2 * cfg.block_n * cfg.block_m // consumers,
             "dQ": cfg.block_m * cfg.head_dim // consumers,
         },
         "ptxas": {variant: {"registers": n[0], "spill_store_bytes": n[1], "spill_load_bytes": n[2]}
@@ -57,16 +62,25 @@ def bwd_summary(cfg):
 
 
 def bwd_summary_text(s):
-    c, r, a = s["config"], s["registers"], s["accumulators_per_thread"]
-    lines = [f"flashcute sm90 backward {c['dtype']} hdim{c['head_dim']}: {c['block_n']} keys per CTA "
-             f"({c['mma_warpgroups']} consumer warpgroups of 64 keys), Q/dO blocks of {c['block_m']} rows in "
-             f"{c['stages']}-deep pipelines, {c['threads']} threads",
-             f"  GMMA atoms: S^T/dP^T {c['mma_atoms'][0]}, dK/dV {c['mma_atoms'][1]} (A from registers), "
-             f"dQ {c['mma_atoms'][2]} ({c['atom_dq_m']} warpgroup(s) along its rows)",
+    c, r = s["config"], s["registers"]
+    (dkv, n_dkv), (sdp, n_sdp), (_, n_dq) = s["accumulators_per_thread"].items()
+    sdp_atom, dkv_atom, dq_atom = c["mma_atoms"]
+    if c["keys_along_m"]:
+        plan = f"{c['mma_warpgroups']} consumer warpgroups of 64 keys"
+        gemms = (f"S^T/dP^T {sdp_atom}, dK/dV {dkv_atom} (A from registers), "
+                 f"dQ {dq_atom} ({c['atom_dq_m']} warpgroup(s) along its rows; through shared memory)")
+    else:
+        plan = f"queries along M: {c['mma_warpgroups']} consumer warpgroups split them in S and dP"
+        gemms = (f"S/dP {sdp_atom}, dK^T/dV^T {dkv_atom} (P^T and dS^T from shared memory; {c['atom_dkv_m']} "
+                 f"warpgroup(s) along the head dim), dQ {dq_atom} ({c['atom_dq_m']} warpgroup(s) along its rows; "
+                 f"added from registers)")
+    lines = [f"flashcute sm90 backward {c['dtype']} hdim{c['head_dim']}: {c['block_n']} keys per CTA ({plan}), "
+             f"Q/dO blocks of {c['block_m']} rows in {c['stages']}-deep pipelines, {c['threads']} threads",
+             f"  GMMA atoms: {gemms}",
              f"  registers: {r['launch']} at launch, setmaxnreg {r['producer']} (producer) / {r['consumer']} "
              f"(consumers)",
-             f"  float32 accumulators per consumer thread: dK + dV {a['dK + dV']} (across the Q blocks), "
-             f"S^T + dP^T {a['S^T + dP^T']} and dQ {a['dQ']} (per step)",
+             f"  float32 accumulators per consumer thread: {dkv} {n_dkv} (across the Q blocks), "
+             f"{sdp} {n_sdp} and dQ {n_dq} (per step)",
              f"  shared memory: {s['smem_bytes']} bytes ({s['smem_bytes'] / 1024:.1f} KiB of 227)"]
     for variant, n in s["ptxas"].items():
         lines.append(f"  ptxas ({variant}): {n['registers']} registers, {n['spill_store_bytes']} B spill stores, "
@@ -75,29 +89,49 @@ def bwd_summary_text(s):
 
 
 def draw_bwd_smem(cfg, out_dir):
-    """Q (= dO), K and dS in 16-byte chunks: the first bank of each, stage 0, the first rows."""
+    """Q (= dO), K and dS (or P and dS) in 16-byte chunks: the first bank of each, stage 0, the first rows."""
     files = []
+    ds_is = "" if cfg.keys_along_m else " (P's stages and dS's)"
     for name, layout, rows_are, cols_are in (
             ("SmemLayoutQ", cfg.smem_layout_q, "query positions", "16-byte chunks of the head dim (= SmemLayoutdO)"),
             ("SmemLayoutK", cfg.smem_layout_k, "key positions", "16-byte chunks of the head dim"),
-            ("SmemLayoutdS", cfg.smem_layout_ds, "query positions", "16-byte chunks of the keys")):
+            (f"SmemLayout{cfg.ds_name}", cfg.smem_layout_ds, "query positions", f"16-byte chunks of the keys{ds_is}")):
         files += draw_chunk_banks(name, layout, cfg.element_bytes, f"rows: {rows_are}, columns: {cols_are}", out_dir)
     return files
 
 
-def draw_bwd_mma_tv(cfg, out_dir):
-    head = f"sm90 {cfg.dtype} hdim{cfg.head_dim} backward"
-    sdp, dkv, dq = cfg.tiled_mma_sdp, cfg.tiled_mma_dkv, cfg.tiled_mma_dq
+def _draw_bwd_mma_tv_keys_along_m(cfg, head):
+    """S^T = K.Q^T, and the dV / dK gemms' A operand: the S^T (dP^T) accumulator regrouped in registers."""
+    sdp, dkv = cfg.tiled_mma_sdp, cfg.tiled_mma_dkv
     title_sdp = (f"TiledMmaSdP of {head}: {sdp.atom.name}, tile {to_str(sdp.tile_shape)}\nA = K (keys x head dim), "
                  f"B = Q (queries x head dim, drawn K x N), C = S^T (keys x queries); dP^T = V.dO^T alike")
     m, k = int(dkv.tile_shape[0]), int(dkv.tile_shape[2])
     title_dkv = (f"TiledMmadKV of {head}: {dkv.atom.name}; its A operand, P^T (or dS^T), {m} keys x {k} queries "
                  f"per k-step,\nis the S^T (dP^T) accumulator regrouped in registers; cell: consumer thread T, value V")
+    return (("mma_tv_SdP", draw_mma(sdp, title=title_sdp)),
+            ("mma_tv_dKV_A", draw_tv(dkv.get_layoutA_TV(), (m, k), title=title_dkv)))
+
+
+def _draw_bwd_mma_tv_queries_along_m(cfg, head):
+    """S = Q.K^T with the keys split over the warpgroups, and dK^T = Q^T.dS, both of whose operands are in shared
+    memory."""
+    sdp, dkv = cfg.tiled_mma_sdp, cfg.tiled_mma_dkv
+    title_sdp = (f"TiledMmaSdP of {head}: {sdp.atom.name}, tile {to_str(sdp.tile_shape)}\nA = Q (queries x head "
+                 f"dim), B = K (keys x head dim, drawn K x N), C = S (queries x keys); dP = dO.V^T alike")
+    title_dkv = (f"TiledMmadKV of {head}: {dkv.atom.name}, tile {to_str(dkv.tile_shape)}\nA = Q^T (head dim x "
+                 f"queries), B = dS^T (keys x queries, drawn K x N), C = dK^T (head dim x keys); dV^T = dO^T.P alike")
+    return (("mma_tv_SdP", draw_mma(sdp, title=title_sdp)), ("mma_tv_dKV", draw_mma(dkv, title=title_dkv)))
+
+
+def draw_bwd_mma_tv(cfg, out_dir):
+    """The three TiledMMAs, as each plan uses them."""
+    head = f"sm90 {cfg.dtype} hdim{cfg.head_dim} backward"
+    dq = cfg.tiled_mma_dq
     title_dq = (f"TiledMmadQ of {head}: {dq.atom.name}, tile {to_str(dq.tile_shape)}\nA = dS (queries x keys, from "
                 f"shared memory), B = K^T (head dim x keys), C = dQ (queries x head dim)")
-    return (_save_drawing(draw_mma(sdp, title=title_sdp), out_dir, "mma_tv_SdP")
-            + _save_drawing(draw_tv(dkv.get_layoutA_TV(), (m, k), title=title_dkv), out_dir, "mma_tv_dKV_A")
-            + _save_drawing(draw_mma(dq, title=title_dq), out_dir, "mma_tv_dQ"))
+    plan = _draw_bwd_mma_tv_keys_along_m if cfg.keys_along_m else _draw_bwd_mma_tv_queries_along_m
+    drawings = (*plan(cfg, head), ("mma_tv_dQ", draw_mma(dq, title=title_dq)))
+    return [path for stem, drawing in drawings for path in _save_drawing(drawing, out_dir, stem)]
 
 
 def explain_backward(dtype, head_dim, out_dir, pictures=BWD_PICTURES):

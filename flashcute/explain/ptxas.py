@@ -19,7 +19,8 @@ import re
 from .. import kernel_configs, kernel_table
 
 MEASURED_WITH = ("CUDA 13.0, CUTLASS 4.2.0, csrc at fea3f70 (SM80 rows; SM90 forward rows at bc3d0ca, the fixed-length "
-                 "instantiations; SM90 backward rows at 04423ea, hdim 64 causal at 55a9f88)")
+                 "instantiations; SM90 backward rows at 04423ea, hdim 64 causal at 55a9f88, hdim 192 and 256 at "
+                 "2e5277f with local changes)")
 
 # (kernel_table row name, dtype, ptxas target, causal) -> (registers, spill store bytes, spill load bytes); the
 # registers are None where derived (SM90). One SM80 row compiles into a non-causal and a causal kernel.
@@ -98,6 +99,14 @@ MEASURED = {
     ('bwd_sm90_hdim128_all', 'fp16', 'sm_90a', True): (None, 0, 0),
     ('bwd_sm90_hdim128_all', 'bf16', 'sm_90a', False): (None, 0, 0),
     ('bwd_sm90_hdim128_all', 'bf16', 'sm_90a', True): (None, 0, 0),
+    ('bwd_sm90_hdim192_all', 'fp16', 'sm_90a', False): (None, 0, 0),
+    ('bwd_sm90_hdim192_all', 'fp16', 'sm_90a', True): (None, 0, 0),
+    ('bwd_sm90_hdim192_all', 'bf16', 'sm_90a', False): (None, 0, 0),
+    ('bwd_sm90_hdim192_all', 'bf16', 'sm_90a', True): (None, 0, 0),
+    ('bwd_sm90_hdim256_all', 'fp16', 'sm_90a', False): (None, 0, 0),
+    ('bwd_sm90_hdim256_all', 'fp16', 'sm_90a', True): (None, 0, 0),
+    ('bwd_sm90_hdim256_all', 'bf16', 'sm_90a', False): (None, 0, 0),
+    ('bwd_sm90_hdim256_all', 'bf16', 'sm_90a', True): (None, 0, 0),
 }
 
 
@@ -143,7 +152,8 @@ def identify(mangled):
     instantiations: a packed-batch one gives None), SM90's fwd_kernel<KernelTraits<Element, kHeadDim, kCausal,
     kLongSeqlenK>, kVarlen> first boolean, whose second picks the long-seqlen_k tile (and a third set, a packed-batch
     instantiation, gives None); the SM90 backward's bwd_kernel<BwdKernelTraits<Element,
-    kHeadDim>, kCausal, kVarlen> its first boolean (a packed-batch instantiation gives None)."""
+    kHeadDim>, kCausal, kVarlen> (or BwdKernelTraitsQueriesAlongM<...>: either plan of BwdKernelTraitsFor) its first
+    boolean (a packed-batch instantiation gives None)."""
     arch = re.match(r"_ZN9flashcute4(sm\d\d)", mangled)  # "4": the namespace is 4 letters
     if "bwd" in mangled and not mangled.startswith("_ZN9flashcute4sm9010bwd_kernel"):
         return None  # the SM80 backward's kernels, and the pre- and postprocess: no figures here
@@ -161,7 +171,7 @@ def identify(mangled):
         if len(bools) < 2 or bools[-1]:
             return None
         return kernel_table.find("fwd", arch, ints[0], "all"), dtype, bools[-2]
-    if backward:  # bwd_kernel<BwdKernelTraits<Element, kHeadDim>, kCausal, kVarlen>
+    if backward:  # bwd_kernel<BwdKernelTraits[QueriesAlongM]<Element, kHeadDim>, kCausal, kVarlen>
         if len(bools) > 1 and bools[1]:
             return None  # the packed-batch instantiation
         return kernel_table.find("bwd", arch, ints[0], "all"), dtype, bools[0]

@@ -1,0 +1,194 @@
+// The SM90 backward's consumer mainloop for head dims 192 and 256 (BwdKernelTraitsQueriesAlongM): queries along
+// the wgmma M mode. The producer's loads are BwdMainloop's; there is no dQ warp.
+//
+// Consumer warpgroups, per Q block m (warpgroup w computes S and dP for its half of the 64 keys):
+//   S = Q(m).K^T ; dP = dO(m).V^T                     (SS, async)
+//   P = exp2(S * scale * log2(e) - LSE * log2(e)) (masked where needed) ; dS = P * (dP - D)
+//   P, dS -> shared memory (stmatrix)               ; [every warpgroup's P and dS written]
+//   dV^T += dO(m)^T.P ; dQ(m) = dS.K ; dK^T += Q(m)^T.dS   (SS, head dim along M for dV^T and dK^T)
+//   dQ(m) added into the float32 accumulator from the registers (red.global.add), in turn with a turnstile.
+// P and dS have a stage per Q/dO stage: the stage a warpgroup writes for block m + 1 was last read by block m - 1's
+// gemms, which every warpgroup waited for before the block-m barrier.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+
+#include "common/block_range.h"
+#include "common/mask.h"
+#include "common/params.h"
+#include "common/seqlen.h"
+#include "common/turnstile.h"
+#include "common/utils.h"
+#include "sm80/gmem.h"
+#include "sm90/bwd_kernel_traits.h"
+#include "sm90/bwd_mainloop.h"
+#include "sm90/named_barriers.h"
+#include "sm90/wgmma.h"
+
+namespace flashcute::sm90 {
+
+using namespace cute;
+
+template <class Traits, bool kCausal>
+struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
+  using Base = BwdMainloop<Traits, kCausal>;
+  using Element = typename Traits::Element;
+  using TileShape_MNK = typename Traits::TileShape_MNK;
+  static constexpr int kBlockM = Traits::kBlockM;
+  static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr int kHeadDim = Traits::kHeadDim;
+  static constexpr int kNumMmaThreads = Traits::kNumMmaThreads;
+
+  // Consumer warpgroups: accumulate the K/V block's dK^T (unscaled) and dV^T over its Q blocks, and add each Q
+  // block's dQ (unscaled) into the accumulator.
+  template <class SharedStorage, class FragdKV>
+  CUTLASS_DEVICE static void mma(BwdParams const& bwd, SharedStorage& shared, BwdPipelines<Traits>& pipes,
+                                 FragdKV& tdKrdK, FragdKV& tdVrdV, SeqInfo const& seq, int n_block, int bidh,
+                                 QBlockRange const& range, int thread_idx) {
+    using cutlass::arch::NamedBarrier;
+    typename Traits::TiledMmaSdP tiled_mma_sdp;
+    typename Traits::TiledMmadKV tiled_mma_dkv;
+    typename Traits::TiledMmadQ tiled_mma_dq;
+    auto thr_mma_sdp = tiled_mma_sdp.get_thread_slice(thread_idx);
+    auto thr_mma_dkv = tiled_mma_dkv.get_thread_slice(thread_idx);
+    auto thr_mma_dq = tiled_mma_dq.get_thread_slice(thread_idx);
+
+    Tensor sQ = make_tensor(make_smem_ptr(shared.smem_q.data()), typename Traits::SmemLayoutQ{});      // (M, D, stage)
+    Tensor sdO = make_tensor(make_smem_ptr(shared.smem_do.data()), typename Traits::SmemLayoutdO{});   // (M, D, stage)
+    Tensor sQt = make_tensor(make_smem_ptr(shared.smem_q.data()), typename Traits::SmemLayoutQt{});    // (D, M, stage)
+    Tensor sdOt = make_tensor(make_smem_ptr(shared.smem_do.data()), typename Traits::SmemLayoutdOt{}); // (D, M, stage)
+    Tensor sP = make_tensor(make_smem_ptr(shared.smem_p.data()), typename Traits::SmemLayoutPdS{});     // (M, N, stage)
+    Tensor sPt = make_tensor(make_smem_ptr(shared.smem_p.data()), typename Traits::SmemLayoutPdSt{});   // (N, M, stage)
+    Tensor sdS = make_tensor(make_smem_ptr(shared.smem_ds.data()), typename Traits::SmemLayoutPdS{});   // (M, N, stage)
+    Tensor sdSt = make_tensor(make_smem_ptr(shared.smem_ds.data()), typename Traits::SmemLayoutPdSt{}); // (N, M, stage)
+    Tensor sLSELog2 = make_tensor(make_smem_ptr(shared.smem_lse_log2.data()),
+                                  typename Traits::SmemLayoutRowStatsMma{});  // (M, N, stage), stride 0 along N
+    Tensor sD = make_tensor(make_smem_ptr(shared.smem_dsum.data()), typename Traits::SmemLayoutRowStatsMma{});
+
+    // S = Q.K^T and dP = dO.V^T (their K and V operands: in the step)
+    Tensor tSrQ = thr_mma_sdp.partition_fragment_A(sQ);     // (MMA, MMA_M, MMA_D, stage)
+    Tensor tdPrdO = thr_mma_sdp.partition_fragment_A(sdO);  // (MMA, MMA_M, MMA_D, stage)
+    // dV^T += dO^T.P and dK^T += Q^T.dS
+    Tensor tdVrdOt = thr_mma_dkv.partition_fragment_A(sdOt);  // (MMA, MMA_D, MMA_M, stage)
+    Tensor tdVrPt = thr_mma_dkv.partition_fragment_B(sPt);    // (MMA, MMA_N, MMA_M, stage)
+    Tensor tdKrQt = thr_mma_dkv.partition_fragment_A(sQt);    // (MMA, MMA_D, MMA_M, stage)
+    Tensor tdKrdSt = thr_mma_dkv.partition_fragment_B(sdSt);  // (MMA, MMA_N, MMA_M, stage)
+    CUTE_STATIC_ASSERT_V(size<2>(tdVrdOt) == size<2>(tdVrPt));  // the query k-blocks pair up
+    // dQ = dS.K
+    Tensor tdQrdS = thr_mma_dq.partition_fragment_A(sdS);  // (MMA, MMA_M, MMA_N, stage)
+
+    // P and dS registers -> shared memory, as they are.
+    auto smem_tiled_copy_PdS = make_tiled_copy_C(typename Traits::SmemCopyAtomPdS{}, tiled_mma_sdp);
+    auto smem_thr_copy_PdS = smem_tiled_copy_PdS.get_thread_slice(thread_idx);
+    Tensor tPsP = smem_thr_copy_PdS.partition_D(sP);     // (CPY, CPY_M, CPY_N, stage)
+    Tensor tdSsdS = smem_thr_copy_PdS.partition_D(sdS);  // (CPY, CPY_M, CPY_N, stage)
+
+    // (query, key) inside the block of each S element of this thread, for the mask.
+    Tensor tScS = make_rowcol(thr_mma_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{})));
+    int const kv_row_end = seq.seqlen_k() - n_block * kBlockN;
+
+    // dQ's float32 accumulator rows of this head, and its turnstiles in deterministic mode.
+    int64_t const dq_accum_rows = seq.q_accum_offset() + int64_t(bidh) * seq.q_accum_rows();
+    // Tested on the kernel parameter, not on a turnstile pointer computed from it: with that test, compute-sanitizer
+    // runs of the head-dim-192 packed-batch kernel spun on address 0 (benchmarks/notes.md#d-sm90-bwd-queries-along-m).
+    bool const deterministic = bwd.dq_semaphore != nullptr;
+    bool const leader = thread_idx == 0;
+    auto sync_consumers = [] { NamedBarrier::sync(kNumMmaThreads, uint32_t(BwdNamedBarrierId::kdQAdd)); };
+    wait_for_prior_grid();  // the preprocess has zeroed the dQ accumulator (and written LSE and D)
+
+    auto step = [&](int m_block, auto masked) CUTLASS_LAMBDA_FUNC_INLINE {
+      int const stage = pipes.state.index();
+      // K's and V's descriptors, built in the step from pointers the optimiser cannot see through (as in
+      // BwdMainloop::mma: hoisted, they were held in registers and spilled).
+      Element* k_ptr = shared.smem_k.data();
+      Element* v_ptr = shared.smem_v.data();
+      asm volatile("" : "+l"(k_ptr), "+l"(v_ptr));
+      Tensor sK = make_tensor(make_smem_ptr(k_ptr), typename Traits::SmemLayoutK{});    // (N, D)
+      Tensor sKt = make_tensor(make_smem_ptr(k_ptr), typename Traits::SmemLayoutKt{});  // (D, N)
+      Tensor sV = make_tensor(make_smem_ptr(v_ptr), typename Traits::SmemLayoutV{});    // (N, D)
+      Tensor tSrK = thr_mma_sdp.partition_fragment_B(sK);    // (MMA, MMA_N, MMA_D)
+      Tensor tdPrV = thr_mma_sdp.partition_fragment_B(sV);   // (MMA, MMA_N, MMA_D)
+      Tensor tdQrKt = thr_mma_dq.partition_fragment_B(sKt);  // (MMA, MMA_D, MMA_N)
+      CUTE_STATIC_ASSERT_V(size<2>(tSrQ) == size<2>(tSrK));      // S: the head-dim k-blocks pair up
+      CUTE_STATIC_ASSERT_V(size<2>(tdQrdS) == size<2>(tdQrKt));  // dQ: the key k-blocks pair up
+      Tensor tSrS = partition_fragment_C(tiled_mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});    // (MMA, MMA_M, MMA_N)
+      Tensor tdPrdP = partition_fragment_C(tiled_mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});  // (MMA, MMA_M, MMA_N)
+      pipes.q.consumer_wait(pipes.state);
+      wgmma_gemm</*kZeroInit=*/true>(tiled_mma_sdp, tSrQ(_, _, _, stage), tSrK, tSrS);
+      pipes.dO.consumer_wait(pipes.state);
+      wgmma_gemm</*kZeroInit=*/true>(tiled_mma_sdp, tdPrdO(_, _, _, stage), tdPrV, tdPrdP);
+
+      // P = exp2(S * scale * log2(e) - LSE * log2(e)): a thread's rows are queries, whose statistics it reads from
+      // this stage's rows through the accumulator's partition.
+      Tensor lse_log2 = make_rowcol(thr_mma_sdp.partition_C(sLSELog2(_, _, stage)));  // (queries, keys)
+      Tensor dsum = make_rowcol(thr_mma_sdp.partition_C(sD(_, _, stage)));
+      warpgroup_wait<1>();
+      warpgroup_fence_operand(tSrS);
+      Tensor scores = make_rowcol(tSrS);  // (queries, keys)
+      if constexpr (decltype(masked)::value) {
+        apply_mask<kCausal>(scores, tScS, m_block * kBlockM, n_block * kBlockN, seq.seqlen_k(), seq.causal_offset());
+      }
+      CUTLASS_PRAGMA_UNROLL
+      for (int mi = 0; mi < size<0>(scores); ++mi) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int nj = 0; nj < size<1>(scores); ++nj) {
+          scores(mi, nj) = exp2f(scores(mi, nj) * bwd.softmax_scale_log2 - lse_log2(mi, nj));
+        }
+      }
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tdPrdP);
+      Tensor dscores = make_rowcol(tdPrdP);  // dS = P * (dP - D), in place of dP
+      CUTLASS_PRAGMA_UNROLL
+      for (int mi = 0; mi < size<0>(dscores); ++mi) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int nj = 0; nj < size<1>(dscores); ++nj) {
+          dscores(mi, nj) = scores(mi, nj) * (dscores(mi, nj) - dsum(mi, nj));
+        }
+      }
+      Tensor rP = make_tensor_like<Element>(tSrS);
+      Tensor rdS = make_tensor_like<Element>(tdPrdP);
+      convert_into(tSrS, rP);
+      convert_into(tdPrdP, rdS);
+      copy(smem_tiled_copy_PdS, smem_thr_copy_PdS.retile_S(rP), tPsP(_, _, _, stage));
+      copy(smem_tiled_copy_PdS, smem_thr_copy_PdS.retile_S(rdS), tdSsdS(_, _, _, stage));
+      // Both warpgroups' halves in shared memory (generic-proxy writes -> visible to wgmma) before any gemm reads
+      // them.
+      cutlass::arch::fence_view_async_shared();
+      NamedBarrier::sync(kNumMmaThreads, uint32_t(BwdNamedBarrierId::kdS));
+
+      Tensor tdQrdQ = partition_fragment_C(tiled_mma_dq, select<0, 2>(TileShape_MNK{}));  // (MMA, MMA_M, MMA_D)
+      wgmma_gemm</*kZeroInit=*/false>(tiled_mma_dkv, tdVrdOt(_, _, _, stage), tdVrPt(_, _, _, stage), tdVrdV);
+      wgmma_gemm</*kZeroInit=*/true>(tiled_mma_dq, tdQrdS(_, _, _, stage), tdQrKt, tdQrdQ);
+      wgmma_gemm</*kZeroInit=*/false>(tiled_mma_dkv, tdKrQt(_, _, _, stage), tdKrdSt(_, _, _, stage), tdKrdK);
+      warpgroup_wait<2>();  // dV^T done: dO read
+      pipes.dO.consumer_release(pipes.state);
+      warpgroup_wait<1>();  // dQ done; dK^T still running
+      warpgroup_fence_operand(tdQrdQ);
+
+      Tensor tdQgdQ = sm80::accum_block<kBlockM, kHeadDim, kNumMmaThreads, Traits::kdQAccumGroupThreads>(
+          bwd.dq_accum_ptr, dq_accum_rows, m_block)(thread_idx, _);  // (elements)
+      if (deterministic) {
+        int* const counter = Base::dq_counter(Base::dq_turnstiles(bwd, seq, bidh), m_block);
+        turnstile_wait(counter, Base::dq_turn(seq, m_block, n_block), leader, sync_consumers);
+        sm80::atomic_add_accum(tdQgdQ, tdQrdQ);
+        turnstile_pass(counter, leader, sync_consumers);
+      } else {
+        sm80::atomic_add_accum(tdQgdQ, tdQrdQ);
+      }
+
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tdKrdK);
+      pipes.q.consumer_release(pipes.state);
+      ++pipes.state;
+    };
+
+    // A ragged K/V block (the last) masks its padding keys in every Q block; otherwise only the diagonal's blocks.
+    int const masked_end = kv_row_end < kBlockN ? range.m_block_max : range.m_block_masked_end;
+    int m_block = range.m_block_min;
+    for (; m_block < masked_end; ++m_block) { step(m_block, cute::true_type{}); }
+    for (; m_block < range.m_block_max; ++m_block) { step(m_block, cute::false_type{}); }
+  }
+};
+
+}  // namespace flashcute::sm90
