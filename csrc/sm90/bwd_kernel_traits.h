@@ -51,21 +51,21 @@ struct BwdPrePost : sm80::CopyTraits<typename Traits::Element, Traits::kHeadDim,
   using SmemLayoutKV = PaddedRows<kBlockN>;
 };
 
+// What both plans share: the row's tile, the warp-specialized roles and their registers, the dQ gemm, the Q, dO,
+// K and V shared-memory layouts (with their transposed views) and the Q/dO pipelines.
 template <typename Element_, int kHeadDim_>
-struct BwdKernelTraits {
+struct BwdKernelTraitsCommon {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
   using Tile = BwdTile<kHeadDim>;
   static_assert(Tile::kShipped, "no SM90 backward tile for this head dim in flashcute/kernel_table.py");
   static constexpr int kBlockM = Tile::kBlockM;  // Q/dO rows per step
   static constexpr int kBlockN = Tile::kBlockN;  // K/V rows of the CTA
-  static constexpr int kStages = Tile::kStages;  // Q/dO (with their LSE/D rows) and dS stages
+  static constexpr int kStages = Tile::kStages;  // Q/dO (with their LSE/D rows) and dS (and P) stages
   static constexpr int kAtomLayoutMdQ = Tile::kAtomLayoutMdQ;
 
-  // Warp specialization: warpgroup 0 produces (warp 0: TMA loads; warp 1: dQ's bulk reductions), warpgroups 1..2
-  // consume (wgmma, softmax gradient, epilogue).
-  static constexpr bool kKeysAlongM = true;
-  static constexpr bool kdQThroughSmem = true;  // one bulk reduction per warpgroup's chunk, by the dQ warp
+  // Warp specialization: warpgroup 0 produces (warp 0: TMA loads; warp 1: dQ's bulk reductions, where dQ goes
+  // through shared memory), warpgroups 1..2 consume (wgmma, softmax gradient, epilogue).
   static constexpr int kNumMmaWarpGroups = 2;
   static constexpr int kNumMmaThreads = kNumMmaWarpGroups * cutlass::NumThreadsPerWarpGroup;
   static constexpr int kNumThreads = kNumMmaThreads + cutlass::NumThreadsPerWarpGroup;
@@ -75,22 +75,11 @@ struct BwdKernelTraits {
   static constexpr int kConsumerRegs = 240;
   static constexpr int kLaunchRegs = 65536 / kNumThreads / 8 * 8;
   static_assert(128 * kProducerRegs + kNumMmaThreads * kConsumerRegs <= kNumThreads * kLaunchRegs);
-  static_assert(kBlockN == 64 * kNumMmaWarpGroups, "one 64-key slab per consumer warpgroup");
   static_assert(kBlockM % 64 == 0 && kBlockM >= kBwdSemaphoreRows && kBwdAccumRowAlign % kBlockM == 0);
   static_assert(kNumMmaWarpGroups % kAtomLayoutMdQ == 0);
 
   using TileShape_MNK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;
-  using TileShapedKV = Shape<Int<kBlockN>, Int<kHeadDim>>;  // the dK and dV accumulators
 
-  using AtomLayoutKeys = Layout<Shape<Int<kNumMmaWarpGroups>, _1, _1>>;  // warpgroup w: keys [64w, 64w + 64)
-  // S^T = K.Q^T and dP^T = V.dO^T: (BLK_N, BLK_M), every operand K-major (head dim contiguous) in shared memory.
-  using TiledMmaSdP = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockM>, Int<kHeadDim>>>(), AtomLayoutKeys{}));
-  // dV += P^T.dO and dK += dS^T.Q: (BLK_N, D); A from the S^T / dP^T registers, B = dO^T / Q^T (MN-major views).
-  using TiledMmadKV = decltype(make_tiled_mma(
-      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kBlockM>>, GMMA::Major::K,
-                           GMMA::Major::MN>(),
-      AtomLayoutKeys{}));
   // dQ = dS.K: (BLK_M, D), the warpgroups split BLK_M over kAtomLayoutMdQ of them and D over the rest. A = dS
   // (K-major), B = K^T (an MN-major view of K).
   static constexpr int kdQHeadDimPerWarpGroup = kHeadDim * kAtomLayoutMdQ / kNumMmaWarpGroups;
@@ -99,6 +88,8 @@ struct BwdKernelTraits {
                            Shape<Int<kBlockM / kAtomLayoutMdQ>, Int<kdQHeadDimPerWarpGroup>, Int<kBlockN>>,
                            GMMA::Major::K, GMMA::Major::MN>(),
       Layout<Shape<Int<kAtomLayoutMdQ>, Int<kNumMmaWarpGroups / kAtomLayoutMdQ>, _1>>{}));
+  // dQ's order in the float32 accumulator: sm80/gmem.h accum_block with one chunk per consumer warpgroup.
+  static constexpr int kdQAccumGroupThreads = cutlass::NumThreadsPerWarpGroup;
 
   // Shared memory. A GMMA descriptor cannot start inside a swizzle atom, so K's atom is the widest that tiles the
   // dQ gemm's head-dim slice of one warpgroup (K^T is its B operand); the rest tile the whole head dim.
@@ -111,20 +102,63 @@ struct BwdKernelTraits {
   using SmemLayoutdO = SmemLayoutQ;
   using SmemLayoutK = decltype(tile_to_shape(SmemLayoutAtomK{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));
   using SmemLayoutV = decltype(tile_to_shape(SmemLayoutAtomQdOV{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));
-  // dS: (BLK_M, BLK_N) per stage, keys contiguous (the dQ gemm's K-major A).
-  using SmemLayoutdS = decltype(tile_to_shape(k_major_smem_atom<Element, kBlockN>(),
-                                              Shape<Int<kBlockM>, Int<kBlockN>, Int<kStages>>{}));
-  // Transposed views of the same bytes: Q^T, dO^T (D, BLK_M, stage); K^T (D, BLK_N); dS^T (BLK_N, BLK_M, stage).
+  // Transposed views of the same bytes: Q^T, dO^T (D, BLK_M, stage); K^T (D, BLK_N).
   using SmemLayoutQt = decltype(composition(
       SmemLayoutQ{}, make_ordered_layout(Shape<Int<kHeadDim>, Int<kBlockM>, Int<kStages>>{}, Step<_2, _1, _3>{})));
   using SmemLayoutdOt = SmemLayoutQt;
   using SmemLayoutKt = decltype(composition(
       SmemLayoutK{}, make_ordered_layout(Shape<Int<kHeadDim>, Int<kBlockN>>{}, Step<_2, _1>{})));
+  // LSE * log2(e) and D of each Q/dO stage's rows.
+  using SmemLayoutRowStats = Layout<Shape<Int<kBlockM>, Int<kStages>>>;
+
+  using PipelineQdO = cutlass::PipelineTmaAsync<kStages>;
+  static constexpr uint32_t kTmaBytesQdO = kBlockM * kHeadDim * sizeof(Element) + kBlockM * sizeof(float);
+  static constexpr uint32_t kTmaBytesKV = kBlockN * kHeadDim * sizeof(Element);  // K or V: with the first Q or dO
+  static constexpr int kMaxSmemBytes = 227 * 1024;
+};
+
+// The names of the common part a plan's own definitions use.
+#define FLASHCUTE_BWD_TRAITS_COMMON_NAMES(Common)                                                                  \
+  using typename Common::Element;                                                                                \
+  using Common::kHeadDim;                                                                                        \
+  using Common::kBlockM;                                                                                         \
+  using Common::kBlockN;                                                                                         \
+  using Common::kStages;                                                                                         \
+  using Common::kNumMmaWarpGroups;                                                                               \
+  using typename Common::SmemLayoutQ;                                                                            \
+  using typename Common::SmemLayoutdO;                                                                           \
+  using typename Common::SmemLayoutK;                                                                            \
+  using typename Common::SmemLayoutV;                                                                            \
+  using typename Common::SmemLayoutRowStats;                                                                     \
+  using typename Common::PipelineQdO
+
+template <typename Element_, int kHeadDim_>
+struct BwdKernelTraits : BwdKernelTraitsCommon<Element_, kHeadDim_> {
+  using Common = BwdKernelTraitsCommon<Element_, kHeadDim_>;
+  FLASHCUTE_BWD_TRAITS_COMMON_NAMES(Common);
+  static constexpr bool kKeysAlongM = true;
+  static constexpr bool kdQThroughSmem = true;  // one bulk reduction per warpgroup's chunk, by the dQ warp
+  static_assert(kBlockN == 64 * kNumMmaWarpGroups, "one 64-key slab per consumer warpgroup");
+
+  using TileShapedKV = Shape<Int<kBlockN>, Int<kHeadDim>>;  // the dK and dV accumulators
+
+  using AtomLayoutKeys = Layout<Shape<Int<kNumMmaWarpGroups>, _1, _1>>;  // warpgroup w: keys [64w, 64w + 64)
+  // S^T = K.Q^T and dP^T = V.dO^T: (BLK_N, BLK_M), every operand K-major (head dim contiguous) in shared memory.
+  using TiledMmaSdP = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockM>, Int<kHeadDim>>>(), AtomLayoutKeys{}));
+  // dV += P^T.dO and dK += dS^T.Q: (BLK_N, D); A from the S^T / dP^T registers, B = dO^T / Q^T (MN-major views).
+  using TiledMmadKV = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kBlockM>>, GMMA::Major::K,
+                           GMMA::Major::MN>(),
+      AtomLayoutKeys{}));
+
+  // dS: (BLK_M, BLK_N) per stage, keys contiguous (the dQ gemm's K-major A), and dS^T (BLK_N, BLK_M, stage).
+  using SmemLayoutdS = decltype(tile_to_shape(k_major_smem_atom<Element, kBlockN>(),
+                                              Shape<Int<kBlockM>, Int<kBlockN>, Int<kStages>>{}));
   using SmemLayoutdSt = decltype(composition(
       SmemLayoutdS{}, make_ordered_layout(Shape<Int<kBlockN>, Int<kBlockM>, Int<kStages>>{}, Step<_2, _1, _3>{})));
-  // LSE * log2(e) and D of each Q/dO stage's rows, and their broadcast over the keys (BLK_N, BLK_M, stage): a
-  // thread reads the values of its S^T accumulator's columns through the accumulator's own partition.
-  using SmemLayoutRowStats = Layout<Shape<Int<kBlockM>, Int<kStages>>>;
+  // The row statistics broadcast over the keys (BLK_N, BLK_M, stage): a thread reads the values of its S^T
+  // accumulator's columns through the accumulator's own partition.
   using SmemLayoutRowStatsMma = Layout<Shape<Int<kBlockN>, Int<kBlockM>, Int<kStages>>, Stride<_0, _1, Int<kBlockM>>>;
   // dQ of one Q block in float32, in the register order of sm80/gmem.h accum_block with one chunk per consumer
   // warpgroup (element i of its thread t at i * 128 + t): written conflict-free, and each warpgroup's chunk
@@ -133,7 +167,7 @@ struct BwdKernelTraits {
   static constexpr int kdQElems = kBlockM * kHeadDim;
   static constexpr int kdQChunkElems = kdQElems / kNumMmaWarpGroups;
   static constexpr int kdQStages = 2;
-  static constexpr int kdQAccumGroupThreads = cutlass::NumThreadsPerWarpGroup;
+  using Common::kdQAccumGroupThreads;
   using SmemLayoutdQ = Layout<Shape<Shape<Int<kdQAccumGroupThreads>, Int<kNumMmaWarpGroups>>,
                                     Int<kdQChunkElems / kdQAccumGroupThreads>, Int<kdQStages>>,
                               Stride<Stride<_1, Int<kdQChunkElems>>, Int<kdQAccumGroupThreads>, Int<kdQElems>>>;
@@ -144,10 +178,6 @@ struct BwdKernelTraits {
   using SmemCopyAtomdKV = Copy_Atom<SM90_U32x4_STSM_N, Element>;
   using SmemLayoutdKStage = SmemLayoutK;  // the K and V buffers as the dK and dV accumulators see them
   using SmemLayoutdVStage = SmemLayoutV;
-
-  using PipelineQdO = cutlass::PipelineTmaAsync<kStages>;
-  static constexpr uint32_t kTmaBytesQdO = kBlockM * kHeadDim * sizeof(Element) + kBlockM * sizeof(float);
-  static constexpr uint32_t kTmaBytesKV = kBlockN * kHeadDim * sizeof(Element);  // K or V: with the first Q or dO
 
   struct SharedStorage {
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> smem_q;
@@ -161,42 +191,25 @@ struct BwdKernelTraits {
     typename PipelineQdO::SharedStorage pipeline_q;
     typename PipelineQdO::SharedStorage pipeline_do;
   };
-  static constexpr int kMaxSmemBytes = 227 * 1024;
   static constexpr int kSmemBytes = sizeof(SharedStorage);
-  static_assert(kSmemBytes <= kMaxSmemBytes, "shared memory plan exceeds the 227 KiB an SM90 CTA may use");
+  static_assert(kSmemBytes <= Common::kMaxSmemBytes, "shared memory plan exceeds the 227 KiB an SM90 CTA may use");
 
   using PrePost = BwdPrePost<BwdKernelTraits>;
 };
 
 template <typename Element_, int kHeadDim_>
-struct BwdKernelTraitsQueriesAlongM {
-  using Element = Element_;
-  static constexpr int kHeadDim = kHeadDim_;
-  using Tile = BwdTile<kHeadDim>;
-  static_assert(Tile::kShipped && !Tile::kKeysAlongM, "no queries-along-M SM90 backward tile for this head dim");
-  static constexpr int kBlockM = Tile::kBlockM;  // Q/dO rows per step: one wgmma M
-  static constexpr int kBlockN = Tile::kBlockN;  // K/V rows of the CTA
-  static constexpr int kStages = Tile::kStages;  // Q/dO (with their LSE/D rows), P and dS stages
-  static constexpr int kAtomLayoutMdQ = Tile::kAtomLayoutMdQ;
-  static constexpr int kAtomLayoutMdKV = Tile::kAtomLayoutMdKV;  // warpgroups along dK^T's head dim
+struct BwdKernelTraitsQueriesAlongM : BwdKernelTraitsCommon<Element_, kHeadDim_> {
+  using Common = BwdKernelTraitsCommon<Element_, kHeadDim_>;
+  FLASHCUTE_BWD_TRAITS_COMMON_NAMES(Common);
+  static_assert(!Common::Tile::kKeysAlongM, "the row is a keys-along-M tile (BwdKernelTraits)");
   static constexpr bool kKeysAlongM = false;
   // dQ is added from the accumulator registers (red.global.add): a float32 staging block, 64 KB at head dim
   // 256, does not fit beside two Q/dO stages.
   static constexpr bool kdQThroughSmem = false;
-
-  // Warp specialization as in BwdKernelTraits; the producer's dQ warp has nothing to do.
-  static constexpr int kNumMmaWarpGroups = 2;
-  static constexpr int kNumMmaThreads = kNumMmaWarpGroups * cutlass::NumThreadsPerWarpGroup;
-  static constexpr int kNumThreads = kNumMmaThreads + cutlass::NumThreadsPerWarpGroup;
-  static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = 240;
-  static constexpr int kLaunchRegs = 65536 / kNumThreads / 8 * 8;
-  static_assert(128 * kProducerRegs + kNumMmaThreads * kConsumerRegs <= kNumThreads * kLaunchRegs);
+  static constexpr int kAtomLayoutMdKV = Common::Tile::kAtomLayoutMdKV;  // warpgroups along dK^T's head dim
   static_assert(kBlockM == 64, "S and dP: one wgmma M of queries, the warpgroups split the keys");
-  static_assert(kBlockM >= kBwdSemaphoreRows && kBwdAccumRowAlign % kBlockM == 0 && kBwdAccumRowAlign % kBlockN == 0);
-  static_assert(kNumMmaWarpGroups % kAtomLayoutMdQ == 0 && kNumMmaWarpGroups % kAtomLayoutMdKV == 0);
+  static_assert(kBwdAccumRowAlign % kBlockN == 0 && kNumMmaWarpGroups % kAtomLayoutMdKV == 0);
 
-  using TileShape_MNK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;
   using TileShapedKV = Shape<Int<kHeadDim>, Int<kBlockN>>;  // the dK^T and dV^T accumulators
 
   // S = Q.K^T and dP = dO.V^T: (BLK_M, BLK_N), warpgroup w takes keys [w, w + 1) * BLK_N / 2; every operand
@@ -212,56 +225,25 @@ struct BwdKernelTraitsQueriesAlongM {
       GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kdKVKeysPerWarpGroup>, Int<kBlockM>>,
                            GMMA::Major::MN, GMMA::Major::MN>(),
       Layout<Shape<Int<kAtomLayoutMdKV>, Int<kNumMmaWarpGroups / kAtomLayoutMdKV>, _1>>{}));
-  // dQ = dS.K: (BLK_M, D), as in BwdKernelTraits. A = dS (K-major), B = K^T (an MN-major view of K).
-  static constexpr int kdQHeadDimPerWarpGroup = kHeadDim * kAtomLayoutMdQ / kNumMmaWarpGroups;
-  using TiledMmadQ = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float,
-                           Shape<Int<kBlockM / kAtomLayoutMdQ>, Int<kdQHeadDimPerWarpGroup>, Int<kBlockN>>,
-                           GMMA::Major::K, GMMA::Major::MN>(),
-      Layout<Shape<Int<kAtomLayoutMdQ>, Int<kNumMmaWarpGroups / kAtomLayoutMdQ>, _1>>{}));
 
-  // Shared memory. A GMMA descriptor cannot start inside a swizzle atom: K's atom tiles a warpgroup's head-dim
-  // slice of dQ (K^T is its B operand), P's and dS's a warpgroup's keys of dV^T / dK^T (P^T and dS^T are their B
-  // operands); Q, dO and V tile the whole head dim (64-column atoms: a warpgroup's 64-row slices of dO^T / Q^T start
-  // on one).
-  using SmemLayoutAtomQdOV = decltype(k_major_smem_atom<Element, kHeadDim>());
-  using SmemLayoutAtomK = decltype(k_major_smem_atom<Element, kdQHeadDimPerWarpGroup>());
+  // P and dS: (BLK_M, BLK_N) per stage, keys contiguous; their atom tiles a warpgroup's keys of dV^T / dK^T (P^T
+  // and dS^T are their B operands). dQ's A reads dS as it is.
   using SmemLayoutAtomPdS = decltype(k_major_smem_atom<Element, kdKVKeysPerWarpGroup>());
-  static constexpr int kTmaBoxCols = cute::min(size<1>(SmemLayoutAtomQdOV{}), size<1>(SmemLayoutAtomK{}));
-  using SmemLayoutQ = decltype(tile_to_shape(SmemLayoutAtomQdOV{}, Shape<Int<kBlockM>, Int<kHeadDim>, Int<kStages>>{}));
-  using SmemLayoutdO = SmemLayoutQ;
-  using SmemLayoutK = decltype(tile_to_shape(SmemLayoutAtomK{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));
-  using SmemLayoutV = decltype(tile_to_shape(SmemLayoutAtomQdOV{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));
-  // P and dS: (BLK_M, BLK_N) per stage, keys contiguous.
   using SmemLayoutPdS = decltype(tile_to_shape(SmemLayoutAtomPdS{}, Shape<Int<kBlockM>, Int<kBlockN>, Int<kStages>>{}));
-  // Transposed views of the same bytes: Q^T, dO^T (D, BLK_M, stage); K^T, V^T (D, BLK_N); P^T, dS^T (BLK_N, BLK_M,
-  // stage).
-  using SmemLayoutQt = decltype(composition(
-      SmemLayoutQ{}, make_ordered_layout(Shape<Int<kHeadDim>, Int<kBlockM>, Int<kStages>>{}, Step<_2, _1, _3>{})));
-  using SmemLayoutdOt = SmemLayoutQt;
-  using SmemLayoutKt = decltype(composition(
-      SmemLayoutK{}, make_ordered_layout(Shape<Int<kHeadDim>, Int<kBlockN>>{}, Step<_2, _1>{})));
+  // Transposed views: V^T (D, BLK_N), the epilogue's; P^T, dS^T (BLK_N, BLK_M, stage).
   using SmemLayoutVt = decltype(composition(
       SmemLayoutV{}, make_ordered_layout(Shape<Int<kHeadDim>, Int<kBlockN>>{}, Step<_2, _1>{})));
   using SmemLayoutPdSt = decltype(composition(
       SmemLayoutPdS{}, make_ordered_layout(Shape<Int<kBlockN>, Int<kBlockM>, Int<kStages>>{}, Step<_2, _1, _3>{})));
-  // LSE * log2(e) and D of each Q/dO stage's rows, broadcast over the keys (BLK_M, BLK_N, stage).
-  using SmemLayoutRowStats = Layout<Shape<Int<kBlockM>, Int<kStages>>>;
+  // The row statistics broadcast over the keys (BLK_M, BLK_N, stage).
   using SmemLayoutRowStatsMma = Layout<Shape<Int<kBlockM>, Int<kBlockN>, Int<kStages>>, Stride<_1, _0, Int<kBlockM>>>;
-  // dQ's order in the float32 accumulator: sm80/gmem.h accum_block with one chunk per consumer warpgroup, as
-  // BwdKernelTraits' shared-memory chunks (one postprocess for both).
-  static constexpr int kdQAccumGroupThreads = cutlass::NumThreadsPerWarpGroup;
 
   // registers -> smem: P and dS as they are (stmatrix); dK^T / dV^T transposed into the K / V buffers
   // (stmatrix .trans) for the epilogue's TMA stores.
   using SmemCopyAtomPdS = Copy_Atom<SM90_U32x4_STSM_N, Element>;
   using SmemCopyAtomdKV = Copy_Atom<SM90_U16x8_STSM_T, Element>;
-  using SmemLayoutdKStage = SmemLayoutKt;
+  using SmemLayoutdKStage = typename Common::SmemLayoutKt;
   using SmemLayoutdVStage = SmemLayoutVt;
-
-  using PipelineQdO = cutlass::PipelineTmaAsync<kStages>;
-  static constexpr uint32_t kTmaBytesQdO = kBlockM * kHeadDim * sizeof(Element) + kBlockM * sizeof(float);
-  static constexpr uint32_t kTmaBytesKV = kBlockN * kHeadDim * sizeof(Element);
 
   struct SharedStorage {
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> smem_q;
@@ -275,12 +257,13 @@ struct BwdKernelTraitsQueriesAlongM {
     typename PipelineQdO::SharedStorage pipeline_q;
     typename PipelineQdO::SharedStorage pipeline_do;
   };
-  static constexpr int kMaxSmemBytes = 227 * 1024;
   static constexpr int kSmemBytes = sizeof(SharedStorage);
-  static_assert(kSmemBytes <= kMaxSmemBytes, "shared memory plan exceeds the 227 KiB an SM90 CTA may use");
+  static_assert(kSmemBytes <= Common::kMaxSmemBytes, "shared memory plan exceeds the 227 KiB an SM90 CTA may use");
 
   using PrePost = BwdPrePost<BwdKernelTraitsQueriesAlongM>;
 };
+
+#undef FLASHCUTE_BWD_TRAITS_COMMON_NAMES
 
 // The plan of a head dim's shipped tile.
 template <typename Element, int kHeadDim>

@@ -64,6 +64,31 @@ struct BwdPipelines {
   }
 };
 
+// The softmax gradient's elementwise steps, on (rows, cols) views of the S and dP accumulators (keys or queries
+// along the rows, either plan) and of the row statistics broadcast alike.
+// P = exp2(S * scale * log2(e) - LSE * log2(e)), in place of S.
+template <class TensorS, class TensorLse>
+CUTLASS_DEVICE void scores_to_probs(TensorS& scores, TensorLse const& lse_log2, float softmax_scale_log2) {
+  CUTLASS_PRAGMA_UNROLL
+  for (int mi = 0; mi < size<0>(scores); ++mi) {
+    CUTLASS_PRAGMA_UNROLL
+    for (int nj = 0; nj < size<1>(scores); ++nj) {
+      scores(mi, nj) = exp2f(scores(mi, nj) * softmax_scale_log2 - lse_log2(mi, nj));
+    }
+  }
+}
+// dS = P * (dP - D), in place of dP.
+template <class TensorDP, class TensorP, class TensorD>
+CUTLASS_DEVICE void dprobs_to_dscores(TensorDP& dscores, TensorP const& probs, TensorD const& dsum) {
+  CUTLASS_PRAGMA_UNROLL
+  for (int mi = 0; mi < size<0>(dscores); ++mi) {
+    CUTLASS_PRAGMA_UNROLL
+    for (int nj = 0; nj < size<1>(dscores); ++nj) {
+      dscores(mi, nj) = probs(mi, nj) * (dscores(mi, nj) - dsum(mi, nj));
+    }
+  }
+}
+
 template <class Traits, bool kCausal>
 struct BwdMainloop {
   using Element = typename Traits::Element;
@@ -307,23 +332,11 @@ struct BwdMainloop {
         apply_mask_transposed<kCausal>(scores, tScS, n_block * kBlockN, m_block * kBlockM, seq.seqlen_k(),
                                        seq.causal_offset());
       }
-      CUTLASS_PRAGMA_UNROLL
-      for (int mi = 0; mi < size<0>(scores); ++mi) {
-        CUTLASS_PRAGMA_UNROLL
-        for (int nj = 0; nj < size<1>(scores); ++nj) {
-          scores(mi, nj) = exp2f(scores(mi, nj) * bwd.softmax_scale_log2 - lse_log2(mi, nj));
-        }
-      }
+      scores_to_probs(scores, lse_log2, bwd.softmax_scale_log2);
       warpgroup_wait<0>();
       warpgroup_fence_operand(tdPrdP);
       Tensor dscores = make_rowcol(tdPrdP);  // dS^T = P^T * (dP^T - D), in place of dP^T
-      CUTLASS_PRAGMA_UNROLL
-      for (int mi = 0; mi < size<0>(dscores); ++mi) {
-        CUTLASS_PRAGMA_UNROLL
-        for (int nj = 0; nj < size<1>(dscores); ++nj) {
-          dscores(mi, nj) = scores(mi, nj) * (dscores(mi, nj) - dsum(mi, nj));
-        }
-      }
+      dprobs_to_dscores(dscores, scores, dsum);
       // 16-bit copies, register for register: P^T and dS^T as the A operands of the dV and dK gemms.
       Tensor rP = make_tensor_like<Element>(tSrS);
       Tensor rdS = make_tensor_like<Element>(tdPrdP);

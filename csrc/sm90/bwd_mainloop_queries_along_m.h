@@ -129,23 +129,11 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
       if constexpr (decltype(masked)::value) {
         apply_mask<kCausal>(scores, tScS, m_block * kBlockM, n_block * kBlockN, seq.seqlen_k(), seq.causal_offset());
       }
-      CUTLASS_PRAGMA_UNROLL
-      for (int mi = 0; mi < size<0>(scores); ++mi) {
-        CUTLASS_PRAGMA_UNROLL
-        for (int nj = 0; nj < size<1>(scores); ++nj) {
-          scores(mi, nj) = exp2f(scores(mi, nj) * bwd.softmax_scale_log2 - lse_log2(mi, nj));
-        }
-      }
+      scores_to_probs(scores, lse_log2, bwd.softmax_scale_log2);
       warpgroup_wait<0>();
       warpgroup_fence_operand(tdPrdP);
       Tensor dscores = make_rowcol(tdPrdP);  // dS = P * (dP - D), in place of dP
-      CUTLASS_PRAGMA_UNROLL
-      for (int mi = 0; mi < size<0>(dscores); ++mi) {
-        CUTLASS_PRAGMA_UNROLL
-        for (int nj = 0; nj < size<1>(dscores); ++nj) {
-          dscores(mi, nj) = scores(mi, nj) * (dscores(mi, nj) - dsum(mi, nj));
-        }
-      }
+      dprobs_to_dscores(dscores, scores, dsum);
       Tensor rP = make_tensor_like<Element>(tSrS);
       Tensor rdS = make_tensor_like<Element>(tdPrdP);
       convert_into(tSrS, rP);

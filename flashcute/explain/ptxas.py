@@ -20,7 +20,7 @@ from .. import kernel_configs, kernel_table
 
 MEASURED_WITH = ("CUDA 13.0, CUTLASS 4.2.0, csrc at fea3f70 (SM80 rows; SM90 forward rows at bc3d0ca, the fixed-length "
                  "instantiations; SM90 backward rows at 04423ea, hdim 64 causal at 55a9f88, hdim 192 and 256 at "
-                 "2e5277f with local changes)")
+                 "0f6830c)")
 
 # (kernel_table row name, dtype, ptxas target, causal) -> (registers, spill store bytes, spill load bytes); the
 # registers are None where derived (SM90). One SM80 row compiles into a non-causal and a causal kernel.
