@@ -4,7 +4,9 @@
 // the TMA loads (K, V once; Q and dO blocks through the pipelines), warp 1 adds each Q block's dQ into the float32
 // accumulator with bulk reductions, one per consumer warpgroup's chunk. Warpgroups 1 and 2 consume: each owns 64
 // keys of the block and keeps their dK and dV in registers over the Q blocks (bwd_mainloop.h), then writes them
-// (bwd_epilogue.h). The preprocess (D, LSE * log2(e), zeroed dQ accumulator) runs before, the postprocess (dQ; dK
+// (bwd_epilogue.h). At head dims 192 and 256 (BwdKernelTraitsQueriesAlongM) the consumers share a 64-key block,
+// each keeps half of dK^T and dV^T, and they add dQ themselves (bwd_mainloop_queries_along_m.h): warp 1 idles.
+// The preprocess (D, LSE * log2(e), zeroed dQ accumulator) runs before, the postprocess (dQ; dK
 // and dV with GQA) after.
 //
 // Barriers: the Q and dO pipelines (full: TMA bytes, K's with the first Q block and V's with the first dO block, so
