@@ -495,8 +495,8 @@ class Sm90BwdConfig(_ElementConfig):
       memory for dQ = dS.K, and dQ through shared memory to bulk reductions.
     - otherwise (``BwdKernelTraitsQueriesAlongM``, where 128 keys' dK and dV would not fit in registers): S = Q.K^T
       and dP = dO.V^T with the keys split over the warpgroups; P and dS go through shared memory as the B operands
-      of dV^T += dO^T.P and dK^T += Q^T.dS (head dim along M, atom_dkv_m warpgroups along it), and dQ is added from
-      registers."""
+      of dV^T += dO^T.P and dK^T += Q^T.dS (head dim along M, atom_dkv_m warpgroups along it), and each
+      warpgroup's float32 half of dQ is parked over the block's spent Q or dO stage for the bulk reductions."""
 
     dtype: str
     head_dim: int

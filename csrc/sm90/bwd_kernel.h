@@ -5,7 +5,8 @@
 // accumulator with bulk reductions, one per consumer warpgroup's chunk. Warpgroups 1 and 2 consume: each owns 64
 // keys of the block and keeps their dK and dV in registers over the Q blocks (bwd_mainloop.h), then writes them
 // (bwd_epilogue.h). At head dims 192 and 256 (BwdKernelTraitsQueriesAlongM) the consumers share a 64-key block,
-// each keeps half of dK^T and dV^T, and they add dQ themselves (bwd_mainloop_queries_along_m.h): warp 1 idles.
+// each keeps half of dK^T and dV^T, and they park dQ over the block's spent Q/dO stages, which warp 1 releases
+// once it has reduced them (bwd_mainloop_queries_along_m.h).
 // The preprocess (D, LSE * log2(e), zeroed dQ accumulator) runs before, the postprocess (dQ; dK
 // and dV with GQA) after.
 //
@@ -105,7 +106,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     // The warp-uniform test first: tested after the per-thread one, ptxas kept values of both roles live across
     // the branch and spilled them at 24 registers (benchmarks/notes.md#d-sm90-bwd-producer-branch).
     if (warp_idx == 1) {
-      if constexpr (Traits::kdQThroughSmem) { Mainloop::store_dq(bwd, shared, seq, n_block, bidh, range); }
+      Mainloop::store_dq(bwd, shared, seq, n_block, bidh, range);
     } else if (threadIdx.x == 0) {  // the pipelines' leader thread arms their barriers
       Mainloop::load(params.mainloop, bwd, shared, pipes, seq, n_block, bidh, bidh_kv, range);
     }
@@ -119,11 +120,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     clear(tdKrdK);
     clear(tdVrdV);
     if (has_work) {
-      if constexpr (Traits::kKeysAlongM) {
-        Mainloop::mma(bwd, shared, pipes, tdKrdK, tdVrdV, seq, n_block, range, thread_idx);
-      } else {  // these consumers add dQ themselves
-        Mainloop::mma(bwd, shared, pipes, tdKrdK, tdVrdV, seq, n_block, bidh, range, thread_idx);
-      }
+      Mainloop::mma(bwd, shared, pipes, tdKrdK, tdVrdV, seq, n_block, range, thread_idx);
     }
     // dK = scale * dS^T.Q: the softmax scale, left out of the loop, once here.
     CUTLASS_PRAGMA_UNROLL

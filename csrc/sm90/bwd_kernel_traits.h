@@ -137,7 +137,9 @@ struct BwdKernelTraits : BwdKernelTraitsCommon<Element_, kHeadDim_> {
   using Common = BwdKernelTraitsCommon<Element_, kHeadDim_>;
   FLASHCUTE_BWD_TRAITS_COMMON_NAMES(Common);
   static constexpr bool kKeysAlongM = true;
-  static constexpr bool kdQThroughSmem = true;  // one bulk reduction per warpgroup's chunk, by the dQ warp
+  static constexpr bool kdQThroughSmem = true;  // dQ's own buffers, one bulk reduction per warpgroup's chunk
+  // The Q/dO stages' empty barriers: every consumer thread arrives after the gemm that last read the stage.
+  static constexpr int kStageReleaseArrivals = Common::kNumMmaThreads;
   static_assert(kBlockN == 64 * kNumMmaWarpGroups, "one 64-key slab per consumer warpgroup");
 
   using TileShapedKV = Shape<Int<kBlockN>, Int<kHeadDim>>;  // the dK and dV accumulators
@@ -203,9 +205,18 @@ struct BwdKernelTraitsQueriesAlongM : BwdKernelTraitsCommon<Element_, kHeadDim_>
   FLASHCUTE_BWD_TRAITS_COMMON_NAMES(Common);
   static_assert(!Common::Tile::kKeysAlongM, "the row is a keys-along-M tile (BwdKernelTraits)");
   static constexpr bool kKeysAlongM = false;
-  // dQ is added from the accumulator registers (red.global.add): a float32 staging block, 64 KB at head dim
-  // 256, does not fit beside two Q/dO stages.
+  // No dQ buffer of its own (64 KB at head dim 256 would not fit beside two Q/dO stages): each warpgroup parks its
+  // float32 half of dQ over Q's or dO's stage of the block once read, 64 x D x 2 bytes either way.
   static constexpr bool kdQThroughSmem = false;
+  static constexpr int kStageElems = kBlockM * kHeadDim;  // one Q or dO stage
+  static constexpr int kdQElems = kBlockM * kHeadDim;
+  static constexpr int kdQHalfElems = kdQElems / kNumMmaWarpGroups;
+  static_assert(kdQHalfElems * sizeof(float) == kStageElems * sizeof(Element), "a dQ half fills one stage");
+  static_assert(cosize_v<SmemLayoutQ> == kStageElems * kStages, "the stages lie one after another");
+  using SmemLayoutdQHalf = Layout<Shape<Int<cutlass::NumThreadsPerWarpGroup>, Int<kdQHalfElems / cutlass::NumThreadsPerWarpGroup>>,
+                                  Stride<_1, Int<cutlass::NumThreadsPerWarpGroup>>>;  // (thread, element)
+  // The Q/dO stages' empty barriers: the dQ warp arrives once, after it has reduced both halves parked there.
+  static constexpr int kStageReleaseArrivals = 1;
   static constexpr int kAtomLayoutMdKV = Common::Tile::kAtomLayoutMdKV;  // warpgroups along dK^T's head dim
   static_assert(kBlockM == 64, "S and dP: one wgmma M of queries, the warpgroups split the keys");
   static_assert(kBwdAccumRowAlign % kBlockN == 0 && kNumMmaWarpGroups % kAtomLayoutMdKV == 0);

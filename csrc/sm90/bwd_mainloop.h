@@ -42,8 +42,10 @@ using namespace cute;
 template <class Traits>
 struct BwdPipelines {
   using Pipeline = typename Traits::PipelineQdO;
-  Pipeline q;   // full: Q tile + LSE rows (TMA bytes)   empty: consumers after the block's dK gemm
-  Pipeline dO;  // full: dO tile + D rows (TMA bytes)    empty: consumers after the block's dV gemm
+  // empty (keys along M): the consumers after the block's dK (Q) or dV (dO) gemm; queries along M: the dQ warp,
+  // after reducing the dQ halves parked over both stages.
+  Pipeline q;   // full: Q tile + LSE rows (TMA bytes)
+  Pipeline dO;  // full: dO tile + D rows (TMA bytes)
   typename Pipeline::PipelineState state;
 
   template <class SharedStorage>
@@ -59,7 +61,7 @@ struct BwdPipelines {
     p.transaction_bytes = Traits::kTmaBytesQdO;
     p.role = is_producer ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
     p.is_leader = threadIdx.x == 0;
-    p.num_consumers = Traits::kNumMmaThreads;
+    p.num_consumers = Traits::kStageReleaseArrivals;
     return p;
   }
 };
