@@ -523,8 +523,9 @@ class Sm90BwdConfig(_ElementConfig):
 
     @property
     def dq_through_smem(self):
-        """kdQThroughSmem: dQ is staged in float32 for the producer's bulk reductions, or (queries along M, where 64
-        KB at head dim 256 would not fit beside the Q/dO stages) added to global memory from the accumulators."""
+        """kdQThroughSmem: dQ has float32 staging buffers of its own for the producer's bulk reductions, or (queries
+        along M, where 64 KB at head dim 256 would not fit beside the Q/dO stages) is parked over the block's spent
+        Q and dO stages instead."""
         return self.keys_along_m
 
     @property
