@@ -88,6 +88,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   if (warp_idx == 0 && cute::elect_one_sync()) {
     Mainloop::prefetch_descriptors(params.mainloop);
     Epilogue::prefetch_descriptors(params.epilogue);
+    Mainloop::init_barriers(shared);
   }
   BwdPipelines<Traits> pipes(shared, is_producer);
   __syncthreads();  // barriers initialised (and fenced) before anyone waits on them

@@ -217,6 +217,9 @@ struct BwdKernelTraitsQueriesAlongM : BwdKernelTraitsCommon<Element_, kHeadDim_>
                                   Stride<_1, Int<cutlass::NumThreadsPerWarpGroup>>>;  // (thread, element)
   // The Q/dO stages' empty barriers: the dQ warp arrives once, after it has reduced both halves parked there.
   static constexpr int kStageReleaseArrivals = 1;
+  // Per stage, every consumer thread arrives once its part of the dQ halves is parked: an mbarrier, since the
+  // consumers may park two blocks ahead of the dQ warp (a named barrier's count would run into the next block's).
+  using BarrierdQFull = cutlass::arch::ClusterBarrier;
   static constexpr int kAtomLayoutMdKV = Common::Tile::kAtomLayoutMdKV;  // warpgroups along dK^T's head dim
   static_assert(kBlockM == 64, "S and dP: one wgmma M of queries, the warpgroups split the keys");
   static_assert(kBwdAccumRowAlign % kBlockN == 0 && kNumMmaWarpGroups % kAtomLayoutMdKV == 0);
@@ -267,6 +270,7 @@ struct BwdKernelTraitsQueriesAlongM : BwdKernelTraitsCommon<Element_, kHeadDim_>
     cute::array_aligned<float, cute::cosize_v<SmemLayoutRowStats>, 128> smem_dsum;
     typename PipelineQdO::SharedStorage pipeline_q;
     typename PipelineQdO::SharedStorage pipeline_do;
+    BarrierdQFull barrier_dq_full[kStages];  // both dQ halves parked over the stage
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
   static_assert(kSmemBytes <= Common::kMaxSmemBytes, "shared memory plan exceeds the 227 KiB an SM90 CTA may use");

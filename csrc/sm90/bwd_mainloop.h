@@ -128,6 +128,10 @@ struct BwdMainloop {
             mQ.shape(), mK.shape()};
   }
 
+  // The plan's own mbarriers, by one thread before the pipelines' (which fence the initialisations): none here.
+  template <class SharedStorage>
+  CUTLASS_DEVICE static void init_barriers(SharedStorage&) {}
+
   CUTLASS_DEVICE static void prefetch_descriptors(Params const& params) {
     cute::prefetch_tma_descriptor(params.tma_load_q.get_tma_descriptor());
     cute::prefetch_tma_descriptor(params.tma_load_do.get_tma_descriptor());

@@ -44,6 +44,13 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
   static constexpr int kHeadDim = Traits::kHeadDim;
   static constexpr int kNumMmaThreads = Traits::kNumMmaThreads;
 
+  // barrier_dq_full: every consumer thread arrives once it has parked its part of the block's dQ.
+  template <class SharedStorage>
+  CUTLASS_DEVICE static void init_barriers(SharedStorage& shared) {
+    CUTLASS_PRAGMA_UNROLL
+    for (int stage = 0; stage < Traits::kStages; ++stage) { shared.barrier_dq_full[stage].init(kNumMmaThreads); }
+  }
+
   // The dQ warp of the producer warpgroup (all 32 lanes, lane 0 issues): for each Q block, once warpgroup w has
   // parked its half of dQ over Q's (w = 0) or dO's (w = 1) stage, one bulk reduction adds it into this head's
   // float32 accumulator (in turn with a turnstile in deterministic mode: BwdMainloop::dq_turn); when both have
@@ -51,8 +58,6 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
   template <class SharedStorage>
   CUTLASS_DEVICE static void store_dq(BwdParams const& bwd, SharedStorage& shared, SeqInfo const& seq, int n_block,
                                       int bidh, QBlockRange const& range) {
-    using cutlass::arch::NamedBarrier;
-    constexpr int kThreads = cutlass::NumThreadsPerWarpGroup + cutlass::NumThreadsPerWarp;
     constexpr int kHalfElems = Traits::kdQHalfElems;
     bool const lane0 = cute::elect_one_sync();
     // Tested on the kernel parameter, not on a turnstile pointer computed from it: with that test, compute-sanitizer
@@ -61,12 +66,13 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
     wait_for_prior_grid();  // the preprocess has zeroed the dQ accumulator
     float* const dq_accum_head = bwd.dq_accum_ptr + (seq.q_accum_offset() + int64_t(bidh) * seq.q_accum_rows()) * kHeadDim;
     int stage = 0;  // the consumers' pipeline stage of the block, which starts at 0
+    uint32_t phase = 0;
     for (int m_block = range.m_block_min; m_block < range.m_block_max; ++m_block) {
       int* const counter = deterministic ? Base::dq_counter(Base::dq_turnstiles(bwd, seq, bidh), m_block) : nullptr;
       if (lane0 && deterministic) { turnstile_spin(counter, Base::dq_turn(seq, m_block, n_block)); }
+      shared.barrier_dq_full[stage].wait(phase);
       CUTLASS_PRAGMA_UNROLL
       for (int wg = 0; wg < Traits::kNumMmaWarpGroups; ++wg) {
-        NamedBarrier::sync(kThreads, uint32_t(BwdNamedBarrierId::kdQFullFirst) + wg);
         if (lane0) {
           Element const* half = (wg == 0 ? shared.smem_q.data() : shared.smem_do.data()) + stage * Traits::kStageElems;
           bulk_reduce_add_f32(dq_accum_head + int64_t(m_block) * Traits::kdQElems + wg * kHalfElems,
@@ -84,7 +90,10 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
         }
       }
       __syncwarp();
-      stage = stage + 1 < Traits::kStages ? stage + 1 : 0;
+      if (++stage == Traits::kStages) {
+        stage = 0;
+        phase ^= 1;
+      }
     }
   }
 
@@ -141,7 +150,6 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
     int const warp_group = thread_idx / cutlass::NumThreadsPerWarpGroup;
     int const thread_in_group = thread_idx % cutlass::NumThreadsPerWarpGroup;
     Element* const dq_half_stages = warp_group == 0 ? shared.smem_q.data() : shared.smem_do.data();
-    constexpr int kdQThreads = cutlass::NumThreadsPerWarpGroup + cutlass::NumThreadsPerWarp;
 
     auto step = [&](int m_block, auto masked) CUTLASS_LAMBDA_FUNC_INLINE {
       int const stage = pipes.state.index();
@@ -209,7 +217,7 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < size(tdQrdQ); ++i) { sdQ(thread_in_group, i) = tdQrdQ(i); }
       cutlass::arch::fence_view_async_shared();  // visible to the bulk reduction (async proxy)
-      NamedBarrier::arrive(kdQThreads, uint32_t(BwdNamedBarrierId::kdQFullFirst) + warp_group);
+      shared.barrier_dq_full[stage].arrive();
       ++pipes.state;
     };
 
