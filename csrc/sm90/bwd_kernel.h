@@ -5,8 +5,8 @@
 // accumulator with bulk reductions, one per consumer warpgroup's chunk. Warpgroups 1 and 2 consume: each owns 64
 // keys of the block and keeps their dK and dV in registers over the Q blocks (bwd_mainloop.h), then writes them
 // (bwd_epilogue.h). At head dims 192 and 256 (BwdKernelTraitsQueriesAlongM) the consumers share a 64-key block,
-// each keeps half of dK^T and dV^T, and they park dQ over the block's spent Q/dO stages, which warp 1 releases
-// once it has reduced them (bwd_mainloop_queries_along_m.h).
+// each keeps half of dK^T and dV^T, and they add dQ themselves (bwd_mainloop_queries_along_m.h); deterministic,
+// they park it over the block's spent Q/dO stages instead, and warp 1 takes the turn, reduces it and releases them.
 // The preprocess (D, LSE * log2(e), zeroed dQ accumulator) runs before, the postprocess (dQ; dK
 // and dV with GQA) after.
 //
@@ -73,6 +73,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       wait_for_prior_grid();
       return;
     }
+  } else if constexpr (kCausal) {
+    // Deterministic and causal, a dQ block's turn goes to the highest K/V block first (BwdMainloop::dq_turn): those
+    // are launched first, so that no CTA waits for one not yet resident (FlashAttention-3's shortest first).
+    if (bwd.dq_semaphore != nullptr) { n_block = gridDim.x - 1 - blockIdx.x; }
   }
   int const bidh_kv = bidh / (bwd.heads_q / bwd.heads_kv);
   SeqInfo const seq(bwd, bidb);
@@ -90,7 +94,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     Epilogue::prefetch_descriptors(params.epilogue);
     Mainloop::init_barriers(shared);
   }
-  BwdPipelines<Traits> pipes(shared, is_producer);
+  BwdPipelines<Traits> pipes(shared, is_producer, Mainloop::stage_release_arrivals(bwd));
   __syncthreads();  // barriers initialised (and fenced) before anyone waits on them
   // Launched programmatically after the preprocess (bwd_launch.h): the producer waits for it before reading what it
   // wrote (LSE, D, the zeroed dQ accumulator); the postprocess may be launched now, and waits for this grid.
@@ -121,7 +125,11 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     clear(tdKrdK);
     clear(tdVrdV);
     if (has_work) {
-      Mainloop::mma(bwd, shared, pipes, tdKrdK, tdVrdV, seq, n_block, range, thread_idx);
+      if constexpr (Traits::kKeysAlongM) {
+        Mainloop::mma(bwd, shared, pipes, tdKrdK, tdVrdV, seq, n_block, range, thread_idx);
+      } else {  // these consumers add dQ themselves, outside deterministic mode
+        Mainloop::mma(bwd, shared, pipes, tdKrdK, tdVrdV, seq, n_block, bidh, range, thread_idx);
+      }
     }
     // dK = scale * dS^T.Q: the softmax scale, left out of the loop, once here.
     CUTLASS_PRAGMA_UNROLL

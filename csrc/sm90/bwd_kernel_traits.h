@@ -138,8 +138,6 @@ struct BwdKernelTraits : BwdKernelTraitsCommon<Element_, kHeadDim_> {
   FLASHCUTE_BWD_TRAITS_COMMON_NAMES(Common);
   static constexpr bool kKeysAlongM = true;
   static constexpr bool kdQThroughSmem = true;  // dQ's own buffers, one bulk reduction per warpgroup's chunk
-  // The Q/dO stages' empty barriers: every consumer thread arrives after the gemm that last read the stage.
-  static constexpr int kStageReleaseArrivals = Common::kNumMmaThreads;
   static_assert(kBlockN == 64 * kNumMmaWarpGroups, "one 64-key slab per consumer warpgroup");
 
   using TileShapedKV = Shape<Int<kBlockN>, Int<kHeadDim>>;  // the dK and dV accumulators
@@ -205,8 +203,9 @@ struct BwdKernelTraitsQueriesAlongM : BwdKernelTraitsCommon<Element_, kHeadDim_>
   FLASHCUTE_BWD_TRAITS_COMMON_NAMES(Common);
   static_assert(!Common::Tile::kKeysAlongM, "the row is a keys-along-M tile (BwdKernelTraits)");
   static constexpr bool kKeysAlongM = false;
-  // No dQ buffer of its own (64 KB at head dim 256 would not fit beside two Q/dO stages): each warpgroup parks its
-  // float32 half of dQ over Q's or dO's stage of the block once read, 64 x D x 2 bytes either way.
+  // No dQ buffer of its own (64 KB at head dim 256 would not fit beside two Q/dO stages): the consumers add dQ from
+  // their registers (red.global.add), or, deterministic, each warpgroup parks its float32 half of dQ over Q's or
+  // dO's stage of the block once read (64 x D x 2 bytes either way) for the dQ warp's turn.
   static constexpr bool kdQThroughSmem = false;
   static constexpr int kStageElems = kBlockM * kHeadDim;  // one Q or dO stage
   static constexpr int kdQElems = kBlockM * kHeadDim;
@@ -215,8 +214,6 @@ struct BwdKernelTraitsQueriesAlongM : BwdKernelTraitsCommon<Element_, kHeadDim_>
   static_assert(cosize_v<SmemLayoutQ> == kStageElems * kStages, "the stages lie one after another");
   using SmemLayoutdQHalf = Layout<Shape<Int<cutlass::NumThreadsPerWarpGroup>, Int<kdQHalfElems / cutlass::NumThreadsPerWarpGroup>>,
                                   Stride<_1, Int<cutlass::NumThreadsPerWarpGroup>>>;  // (thread, element)
-  // The Q/dO stages' empty barriers: the dQ warp arrives once, after it has reduced both halves parked there.
-  static constexpr int kStageReleaseArrivals = 1;
   // Per stage, every consumer thread arrives once its part of the dQ halves is parked: an mbarrier, since the
   // consumers may park two blocks ahead of the dQ warp (a named barrier's count would run into the next block's).
   using BarrierdQFull = cutlass::arch::ClusterBarrier;

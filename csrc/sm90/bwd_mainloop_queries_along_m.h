@@ -24,6 +24,7 @@
 #include "common/seqlen.h"
 #include "common/turnstile.h"
 #include "common/utils.h"
+#include "sm80/gmem.h"
 #include "sm90/bwd_kernel_traits.h"
 #include "sm90/bwd_mainloop.h"
 #include "sm90/gmem.h"
@@ -50,11 +51,16 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
     CUTLASS_PRAGMA_UNROLL
     for (int stage = 0; stage < Traits::kStages; ++stage) { shared.barrier_dq_full[stage].init(kNumMmaThreads); }
   }
+  // Deterministic: the dQ warp releases the stages it reduced dQ from; otherwise every consumer thread, as in
+  // BwdMainloop.
+  CUTLASS_DEVICE static int stage_release_arrivals(BwdParams const& bwd) {
+    return bwd.dq_semaphore != nullptr ? 1 : kNumMmaThreads;
+  }
 
-  // The dQ warp of the producer warpgroup (all 32 lanes, lane 0 issues): for each Q block, once warpgroup w has
-  // parked its half of dQ over Q's (w = 0) or dO's (w = 1) stage, one bulk reduction adds it into this head's
-  // float32 accumulator (in turn with a turnstile in deterministic mode: BwdMainloop::dq_turn); when both have
-  // been read, the two stages go back to the producer (their empty barriers count this one arrival).
+  // The dQ warp of the producer warpgroup, deterministic only (all 32 lanes, lane 0 issues): for each Q block, in
+  // its turn (BwdMainloop::dq_turn) and once both warpgroups have parked their halves of dQ over Q's (warpgroup 0)
+  // and dO's (warpgroup 1) stage, two bulk reductions add them into this head's float32 accumulator; when both
+  // have been read, the two stages go back to the producer (their empty barriers count this one arrival).
   template <class SharedStorage>
   CUTLASS_DEVICE static void store_dq(BwdParams const& bwd, SharedStorage& shared, SeqInfo const& seq, int n_block,
                                       int bidh, QBlockRange const& range) {
@@ -62,14 +68,14 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
     bool const lane0 = cute::elect_one_sync();
     // Tested on the kernel parameter, not on a turnstile pointer computed from it: with that test, compute-sanitizer
     // runs of the head-dim-192 packed-batch kernel spun on address 0 (benchmarks/notes.md#d-sm90-bwd-queries-along-m).
-    bool const deterministic = bwd.dq_semaphore != nullptr;
+    if (bwd.dq_semaphore == nullptr) { return; }
     wait_for_prior_grid();  // the preprocess has zeroed the dQ accumulator
     float* const dq_accum_head = bwd.dq_accum_ptr + (seq.q_accum_offset() + int64_t(bidh) * seq.q_accum_rows()) * kHeadDim;
     int stage = 0;  // the consumers' pipeline stage of the block, which starts at 0
     uint32_t phase = 0;
     for (int m_block = range.m_block_min; m_block < range.m_block_max; ++m_block) {
-      int* const counter = deterministic ? Base::dq_counter(Base::dq_turnstiles(bwd, seq, bidh), m_block) : nullptr;
-      if (lane0 && deterministic) { turnstile_spin(counter, Base::dq_turn(seq, m_block, n_block)); }
+      int* const counter = Base::dq_counter(Base::dq_turnstiles(bwd, seq, bidh), m_block);
+      if (lane0) { turnstile_spin(counter, Base::dq_turn(seq, m_block, n_block)); }
       shared.barrier_dq_full[stage].wait(phase);
       CUTLASS_PRAGMA_UNROLL
       for (int wg = 0; wg < Traits::kNumMmaWarpGroups; ++wg) {
@@ -84,10 +90,8 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
         tma_store_wait<0>();  // both halves read: the producer may refill the stages
         shared.pipeline_q.empty_barrier_[stage].arrive();
         shared.pipeline_do.empty_barrier_[stage].arrive();
-        if (deterministic) {
-          bulk_wait_complete();
-          turnstile_release(counter);
-        }
+        bulk_wait_complete();
+        turnstile_release(counter);
       }
       __syncwarp();
       if (++stage == Traits::kStages) {
@@ -97,11 +101,11 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
     }
   }
 
-  // Consumer warpgroups: accumulate the K/V block's dK^T (unscaled) and dV^T over its Q blocks, and park each Q
-  // block's dQ (unscaled) for the dQ warp.
+  // Consumer warpgroups: accumulate the K/V block's dK^T (unscaled) and dV^T over its Q blocks, and add each Q
+  // block's dQ (unscaled) into the accumulator, or, deterministic, park it for the dQ warp.
   template <class SharedStorage, class FragdKV>
   CUTLASS_DEVICE static void mma(BwdParams const& bwd, SharedStorage& shared, BwdPipelines<Traits>& pipes,
-                                 FragdKV& tdKrdK, FragdKV& tdVrdV, SeqInfo const& seq, int n_block,
+                                 FragdKV& tdKrdK, FragdKV& tdVrdV, SeqInfo const& seq, int n_block, int bidh,
                                  QBlockRange const& range, int thread_idx) {
     using cutlass::arch::NamedBarrier;
     typename Traits::TiledMmaSdP tiled_mma_sdp;
@@ -145,8 +149,11 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
     Tensor tScS = make_rowcol(thr_mma_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{})));
     int const kv_row_end = seq.seqlen_k() - n_block * kBlockN;
 
-    // This warpgroup's half of dQ, parked over Q's (warpgroup 0) or dO's (warpgroup 1) stage once read:
-    // (thread, element), sm80/gmem.h accum_block's order with one chunk per warpgroup.
+    // dQ's float32 accumulator rows of this head.
+    int64_t const dq_accum_rows = seq.q_accum_offset() + int64_t(bidh) * seq.q_accum_rows();
+    // Deterministic: this warpgroup's half of dQ, parked over Q's (warpgroup 0) or dO's (warpgroup 1) stage once
+    // read: (thread, element), sm80/gmem.h accum_block's order with one chunk per warpgroup.
+    bool const deterministic = bwd.dq_semaphore != nullptr;
     int const warp_group = thread_idx / cutlass::NumThreadsPerWarpGroup;
     int const thread_in_group = thread_idx % cutlass::NumThreadsPerWarpGroup;
     Element* const dq_half_stages = warp_group == 0 ? shared.smem_q.data() : shared.smem_do.data();
@@ -203,21 +210,32 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
       wgmma_gemm</*kZeroInit=*/false>(tiled_mma_dkv, tdVrdOt(_, _, _, stage), tdVrPt(_, _, _, stage), tdVrdV);
       wgmma_gemm</*kZeroInit=*/true>(tiled_mma_dq, tdQrdS(_, _, _, stage), tdQrKt, tdQrdQ);
       wgmma_gemm</*kZeroInit=*/false>(tiled_mma_dkv, tdKrQt(_, _, _, stage), tdKrdSt(_, _, _, stage), tdKrdK);
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(tdVrdV);
+      warpgroup_wait<2>();  // dV^T done: dO read
+      if (!deterministic) { pipes.dO.consumer_release(pipes.state); }
+      warpgroup_wait<1>();  // dQ done; dK^T still running
       warpgroup_fence_operand(tdQrdQ);
+      if (!deterministic) {
+        Tensor tdQgdQ = sm80::accum_block<kBlockM, kHeadDim, kNumMmaThreads, Traits::kdQAccumGroupThreads>(
+            bwd.dq_accum_ptr, dq_accum_rows, m_block)(thread_idx, _);  // (elements)
+        sm80::atomic_add_accum(tdQgdQ, tdQrdQ);
+      }
+      warpgroup_wait<0>();
       warpgroup_fence_operand(tdKrdK);
-
-      // Both warpgroups' gemms have read this stage's Q and dO: park the dQ halves over them for the dQ warp, which
-      // releases the stages to the producer once it has reduced both.
-      NamedBarrier::sync(kNumMmaThreads, uint32_t(BwdNamedBarrierId::kStagesRead));
-      Tensor sdQ = make_tensor(make_smem_ptr(reinterpret_cast<float*>(dq_half_stages + stage * Traits::kStageElems)),
-                               typename Traits::SmemLayoutdQHalf{});  // (thread, element)
-      CUTE_STATIC_ASSERT_V(size(tdQrdQ) == size<1>(sdQ));
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(tdQrdQ); ++i) { sdQ(thread_in_group, i) = tdQrdQ(i); }
-      cutlass::arch::fence_view_async_shared();  // visible to the bulk reduction (async proxy)
-      shared.barrier_dq_full[stage].arrive();
+      if (!deterministic) {
+        pipes.q.consumer_release(pipes.state);
+      } else {
+        // Both warpgroups' gemms have read this stage's Q and dO: park the dQ halves over them for the dQ warp,
+        // which takes the turn and releases the stages to the producer once it has reduced both. The consumers do
+        // not wait for the turnstile.
+        NamedBarrier::sync(kNumMmaThreads, uint32_t(BwdNamedBarrierId::kStagesRead));
+        Tensor sdQ = make_tensor(make_smem_ptr(reinterpret_cast<float*>(dq_half_stages + stage * Traits::kStageElems)),
+                                 typename Traits::SmemLayoutdQHalf{});  // (thread, element)
+        CUTE_STATIC_ASSERT_V(size(tdQrdQ) == size<1>(sdQ));
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < size(tdQrdQ); ++i) { sdQ(thread_in_group, i) = tdQrdQ(i); }
+        cutlass::arch::fence_view_async_shared();  // visible to the bulk reduction (async proxy)
+        shared.barrier_dq_full[stage].arrive();
+      }
       ++pipes.state;
     };
 
