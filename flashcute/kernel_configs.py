@@ -495,8 +495,9 @@ class Sm90BwdConfig(_ElementConfig):
       memory for dQ = dS.K, and dQ through shared memory to bulk reductions.
     - otherwise (``BwdKernelTraitsQueriesAlongM``, where 128 keys' dK and dV would not fit in registers): S = Q.K^T
       and dP = dO.V^T with the keys split over the warpgroups; P and dS go through shared memory as the B operands
-      of dV^T += dO^T.P and dK^T += Q^T.dS (head dim along M, atom_dkv_m warpgroups along it), and each
-      warpgroup's float32 half of dQ is parked over the block's spent Q or dO stage for the bulk reductions."""
+      of dV^T += dO^T.P and dK^T += Q^T.dS (head dim along M, atom_dkv_m warpgroups along it), and dQ is added from
+      registers (deterministic: each warpgroup's float32 half is parked over the block's spent Q or dO stage for the
+      dQ warp's bulk reductions)."""
 
     dtype: str
     head_dim: int
@@ -524,8 +525,8 @@ class Sm90BwdConfig(_ElementConfig):
     @property
     def dq_through_smem(self):
         """kdQThroughSmem: dQ has float32 staging buffers of its own for the producer's bulk reductions, or (queries
-        along M, where 64 KB at head dim 256 would not fit beside the Q/dO stages) is parked over the block's spent
-        Q and dO stages instead."""
+        along M, where 64 KB at head dim 256 would not fit beside the Q/dO stages) is added from the accumulators, or
+        in deterministic mode parked over the block's spent Q and dO stages."""
         return self.keys_along_m
 
     @property

@@ -6,11 +6,13 @@
 //   P = exp2(S * scale * log2(e) - LSE * log2(e)) (masked where needed) ; dS = P * (dP - D)
 //   P, dS -> shared memory (stmatrix)               ; [every warpgroup's P and dS written]
 //   dV^T += dO(m)^T.P ; dQ(m) = dS.K ; dK^T += Q(m)^T.dS   (SS, head dim along M for dV^T and dK^T)
+//   dQ(m) added into the float32 accumulator from the registers (red.global.add); or, deterministic:
 //   [every warpgroup's gemms done] dQ(m) parked in block m's own stages: warpgroup 0's half over Q(m), warpgroup
 //   1's over dO(m) (each stage holds exactly one such float32 half), for the dQ warp.
-// The dQ warp adds both halves into the float32 accumulator with bulk reductions (in turn with a turnstile in
-// deterministic mode) and only then releases the two stages to the producer: the consumers never wait for the
-// accumulator, as with the first plan's dQ buffer, without the 48-64 KB such a buffer would take here.
+// Deterministic, the dQ warp takes the turn (turnstile), adds both halves with bulk reductions and only then
+// releases the two stages to the producer: the consumers never wait for the turnstile, without the 48-64 KB a dQ
+// buffer of the first plan's kind would take here. Not in the default mode: a stage would wait for its reduction
+// before the producer could refill it (benchmarks/notes.md#d-sm90-bwd-det-park).
 // P and dS have a stage per Q/dO stage: the stage a warpgroup writes for block m + 1 was last read by block m - 1's
 // gemms, which every warpgroup waited for before the block-m barrier.
 #pragma once
