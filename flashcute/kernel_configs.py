@@ -496,7 +496,8 @@ class Sm90BwdConfig(_ElementConfig):
     - otherwise (``BwdKernelTraitsQueriesAlongM``, where 128 keys' dK and dV would not fit in registers): S = Q.K^T
       and dP = dO.V^T with the keys split over the warpgroups; P and dS go through shared memory as the B operands
       of dV^T += dO^T.P and dK^T += Q^T.dS (head dim along M, atom_dkv_m warpgroups along it), and dQ is added from
-      registers."""
+      registers (deterministic: each warpgroup's float32 half is parked over the block's spent Q or dO stage for the
+      dQ warp's bulk reductions)."""
 
     dtype: str
     head_dim: int
@@ -523,8 +524,9 @@ class Sm90BwdConfig(_ElementConfig):
 
     @property
     def dq_through_smem(self):
-        """kdQThroughSmem: dQ is staged in float32 for the producer's bulk reductions, or (queries along M, where 64
-        KB at head dim 256 would not fit beside the Q/dO stages) added to global memory from the accumulators."""
+        """kdQThroughSmem: dQ has float32 staging buffers of its own for the producer's bulk reductions, or (queries
+        along M, where 64 KB at head dim 256 would not fit beside the Q/dO stages) is added from the accumulators, or
+        in deterministic mode parked over the block's spent Q and dO stages."""
         return self.keys_along_m
 
     @property

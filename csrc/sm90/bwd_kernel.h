@@ -5,7 +5,8 @@
 // accumulator with bulk reductions, one per consumer warpgroup's chunk. Warpgroups 1 and 2 consume: each owns 64
 // keys of the block and keeps their dK and dV in registers over the Q blocks (bwd_mainloop.h), then writes them
 // (bwd_epilogue.h). At head dims 192 and 256 (BwdKernelTraitsQueriesAlongM) the consumers share a 64-key block,
-// each keeps half of dK^T and dV^T, and they add dQ themselves (bwd_mainloop_queries_along_m.h): warp 1 idles.
+// each keeps half of dK^T and dV^T, and they add dQ themselves (bwd_mainloop_queries_along_m.h); deterministic,
+// they park it over the block's spent Q/dO stages instead, and warp 1 takes the turn, reduces it and releases them.
 // The preprocess (D, LSE * log2(e), zeroed dQ accumulator) runs before, the postprocess (dQ; dK
 // and dV with GQA) after.
 //
@@ -72,6 +73,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       wait_for_prior_grid();
       return;
     }
+  } else if constexpr (kCausal) {
+    // Deterministic and causal, a dQ block's turn goes to the highest K/V block first (BwdMainloop::dq_turn): those
+    // are launched first, so that no CTA waits for one not yet resident (FlashAttention-3's shortest first).
+    if (bwd.dq_semaphore != nullptr) { n_block = gridDim.x - 1 - blockIdx.x; }
   }
   int const bidh_kv = bidh / (bwd.heads_q / bwd.heads_kv);
   SeqInfo const seq(bwd, bidb);
@@ -87,8 +92,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   if (warp_idx == 0 && cute::elect_one_sync()) {
     Mainloop::prefetch_descriptors(params.mainloop);
     Epilogue::prefetch_descriptors(params.epilogue);
+    Mainloop::init_barriers(shared);
   }
-  BwdPipelines<Traits> pipes(shared, is_producer);
+  BwdPipelines<Traits> pipes(shared, is_producer, Mainloop::stage_release_arrivals(bwd));
   __syncthreads();  // barriers initialised (and fenced) before anyone waits on them
   // Launched programmatically after the preprocess (bwd_launch.h): the producer waits for it before reading what it
   // wrote (LSE, D, the zeroed dQ accumulator); the postprocess may be launched now, and waits for this grid.
@@ -105,7 +111,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     // The warp-uniform test first: tested after the per-thread one, ptxas kept values of both roles live across
     // the branch and spilled them at 24 registers (benchmarks/notes.md#d-sm90-bwd-producer-branch).
     if (warp_idx == 1) {
-      if constexpr (Traits::kdQThroughSmem) { Mainloop::store_dq(bwd, shared, seq, n_block, bidh, range); }
+      Mainloop::store_dq(bwd, shared, seq, n_block, bidh, range);
     } else if (threadIdx.x == 0) {  // the pipelines' leader thread arms their barriers
       Mainloop::load(params.mainloop, bwd, shared, pipes, seq, n_block, bidh, bidh_kv, range);
     }
@@ -121,7 +127,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     if (has_work) {
       if constexpr (Traits::kKeysAlongM) {
         Mainloop::mma(bwd, shared, pipes, tdKrdK, tdVrdV, seq, n_block, range, thread_idx);
-      } else {  // these consumers add dQ themselves
+      } else {  // these consumers add dQ themselves, outside deterministic mode
         Mainloop::mma(bwd, shared, pipes, tdKrdK, tdVrdV, seq, n_block, bidh, range, thread_idx);
       }
     }

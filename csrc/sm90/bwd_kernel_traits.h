@@ -137,7 +137,7 @@ struct BwdKernelTraits : BwdKernelTraitsCommon<Element_, kHeadDim_> {
   using Common = BwdKernelTraitsCommon<Element_, kHeadDim_>;
   FLASHCUTE_BWD_TRAITS_COMMON_NAMES(Common);
   static constexpr bool kKeysAlongM = true;
-  static constexpr bool kdQThroughSmem = true;  // one bulk reduction per warpgroup's chunk, by the dQ warp
+  static constexpr bool kdQThroughSmem = true;  // dQ's own buffers, one bulk reduction per warpgroup's chunk
   static_assert(kBlockN == 64 * kNumMmaWarpGroups, "one 64-key slab per consumer warpgroup");
 
   using TileShapedKV = Shape<Int<kBlockN>, Int<kHeadDim>>;  // the dK and dV accumulators
@@ -203,9 +203,20 @@ struct BwdKernelTraitsQueriesAlongM : BwdKernelTraitsCommon<Element_, kHeadDim_>
   FLASHCUTE_BWD_TRAITS_COMMON_NAMES(Common);
   static_assert(!Common::Tile::kKeysAlongM, "the row is a keys-along-M tile (BwdKernelTraits)");
   static constexpr bool kKeysAlongM = false;
-  // dQ is added from the accumulator registers (red.global.add): a float32 staging block, 64 KB at head dim
-  // 256, does not fit beside two Q/dO stages.
+  // No dQ buffer of its own (64 KB at head dim 256 would not fit beside two Q/dO stages): the consumers add dQ from
+  // their registers (red.global.add), or, deterministic, each warpgroup parks its float32 half of dQ over Q's or
+  // dO's stage of the block once read (64 x D x 2 bytes either way) for the dQ warp's turn.
   static constexpr bool kdQThroughSmem = false;
+  static constexpr int kStageElems = kBlockM * kHeadDim;  // one Q or dO stage
+  static constexpr int kdQElems = kBlockM * kHeadDim;
+  static constexpr int kdQHalfElems = kdQElems / kNumMmaWarpGroups;
+  static_assert(kdQHalfElems * sizeof(float) == kStageElems * sizeof(Element), "a dQ half fills one stage");
+  static_assert(cosize_v<SmemLayoutQ> == kStageElems * kStages, "the stages lie one after another");
+  using SmemLayoutdQHalf = Layout<Shape<Int<cutlass::NumThreadsPerWarpGroup>, Int<kdQHalfElems / cutlass::NumThreadsPerWarpGroup>>,
+                                  Stride<_1, Int<cutlass::NumThreadsPerWarpGroup>>>;  // (thread, element)
+  // Per stage, every consumer thread arrives once its part of the dQ halves is parked: an mbarrier, since the
+  // consumers may park two blocks ahead of the dQ warp (a named barrier's count would run into the next block's).
+  using BarrierdQFull = cutlass::arch::ClusterBarrier;
   static constexpr int kAtomLayoutMdKV = Common::Tile::kAtomLayoutMdKV;  // warpgroups along dK^T's head dim
   static_assert(kBlockM == 64, "S and dP: one wgmma M of queries, the warpgroups split the keys");
   static_assert(kBwdAccumRowAlign % kBlockN == 0 && kNumMmaWarpGroups % kAtomLayoutMdKV == 0);
@@ -256,6 +267,7 @@ struct BwdKernelTraitsQueriesAlongM : BwdKernelTraitsCommon<Element_, kHeadDim_>
     cute::array_aligned<float, cute::cosize_v<SmemLayoutRowStats>, 128> smem_dsum;
     typename PipelineQdO::SharedStorage pipeline_q;
     typename PipelineQdO::SharedStorage pipeline_do;
+    BarrierdQFull barrier_dq_full[kStages];  // both dQ halves parked over the stage
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
   static_assert(kSmemBytes <= Common::kMaxSmemBytes, "shared memory plan exceeds the 227 KiB an SM90 CTA may use");

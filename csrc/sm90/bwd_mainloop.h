@@ -42,24 +42,26 @@ using namespace cute;
 template <class Traits>
 struct BwdPipelines {
   using Pipeline = typename Traits::PipelineQdO;
-  Pipeline q;   // full: Q tile + LSE rows (TMA bytes)   empty: consumers after the block's dK gemm
-  Pipeline dO;  // full: dO tile + D rows (TMA bytes)    empty: consumers after the block's dV gemm
+  // empty: every consumer thread after the block's dK (Q) or dV (dO) gemm, or, where the mainloop parks dQ over
+  // the spent stages (queries along M, deterministic), the dQ warp once after reducing it: release_arrivals.
+  Pipeline q;   // full: Q tile + LSE rows (TMA bytes)
+  Pipeline dO;  // full: dO tile + D rows (TMA bytes)
   typename Pipeline::PipelineState state;
 
   template <class SharedStorage>
-  CUTLASS_DEVICE BwdPipelines(SharedStorage& shared, bool is_producer)
-      : q(shared.pipeline_q, params(is_producer), Shape<_1, _1, _1>{}),
-        dO(shared.pipeline_do, params(is_producer), Shape<_1, _1, _1>{}) {
+  CUTLASS_DEVICE BwdPipelines(SharedStorage& shared, bool is_producer, int release_arrivals)
+      : q(shared.pipeline_q, params(is_producer, release_arrivals), Shape<_1, _1, _1>{}),
+        dO(shared.pipeline_do, params(is_producer, release_arrivals), Shape<_1, _1, _1>{}) {
     if (is_producer) { state = cutlass::make_producer_start_state<Pipeline>(); }
   }
 
  private:
-  CUTLASS_DEVICE static typename Pipeline::Params params(bool is_producer) {
+  CUTLASS_DEVICE static typename Pipeline::Params params(bool is_producer, int release_arrivals) {
     typename Pipeline::Params p;
     p.transaction_bytes = Traits::kTmaBytesQdO;
     p.role = is_producer ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
     p.is_leader = threadIdx.x == 0;
-    p.num_consumers = Traits::kNumMmaThreads;
+    p.num_consumers = release_arrivals;
     return p;
   }
 };
@@ -125,6 +127,12 @@ struct BwdMainloop {
             make_tma_copy(SM90_TMA_LOAD{}, mV, typename Traits::SmemLayoutV{}, kv_tile, _1{}),
             mQ.shape(), mK.shape()};
   }
+
+  // The plan's own mbarriers, by one thread before the pipelines' (which fence the initialisations): none here.
+  template <class SharedStorage>
+  CUTLASS_DEVICE static void init_barriers(SharedStorage&) {}
+  // Arrivals that release a Q / dO stage (BwdPipelines): every consumer thread.
+  CUTLASS_DEVICE static int stage_release_arrivals(BwdParams const&) { return Traits::kNumMmaThreads; }
 
   CUTLASS_DEVICE static void prefetch_descriptors(Params const& params) {
     cute::prefetch_tma_descriptor(params.tma_load_q.get_tma_descriptor());

@@ -1,12 +1,18 @@
 // The SM90 backward's consumer mainloop for head dims 192 and 256 (BwdKernelTraitsQueriesAlongM): queries along
-// the wgmma M mode. The producer's loads are BwdMainloop's; there is no dQ warp.
+// the wgmma M mode, and its dQ warp. The producer's loads are BwdMainloop's.
 //
 // Consumer warpgroups, per Q block m (warpgroup w computes S and dP for its half of the 64 keys):
 //   S = Q(m).K^T ; dP = dO(m).V^T                     (SS, async)
 //   P = exp2(S * scale * log2(e) - LSE * log2(e)) (masked where needed) ; dS = P * (dP - D)
 //   P, dS -> shared memory (stmatrix)               ; [every warpgroup's P and dS written]
 //   dV^T += dO(m)^T.P ; dQ(m) = dS.K ; dK^T += Q(m)^T.dS   (SS, head dim along M for dV^T and dK^T)
-//   dQ(m) added into the float32 accumulator from the registers (red.global.add), in turn with a turnstile.
+//   dQ(m) added into the float32 accumulator from the registers (red.global.add); or, deterministic:
+//   [every warpgroup's gemms done] dQ(m) parked in block m's own stages: warpgroup 0's half over Q(m), warpgroup
+//   1's over dO(m) (each stage holds exactly one such float32 half), for the dQ warp.
+// Deterministic, the dQ warp takes the turn (turnstile), adds both halves with bulk reductions and only then
+// releases the two stages to the producer: the consumers never wait for the turnstile, without the 48-64 KB a dQ
+// buffer of the first plan's kind would take here. Not in the default mode: a stage would wait for its reduction
+// before the producer could refill it (benchmarks/notes.md#d-sm90-bwd-det-park).
 // P and dS have a stage per Q/dO stage: the stage a warpgroup writes for block m + 1 was last read by block m - 1's
 // gemms, which every warpgroup waited for before the block-m barrier.
 #pragma once
@@ -23,6 +29,7 @@
 #include "sm80/gmem.h"
 #include "sm90/bwd_kernel_traits.h"
 #include "sm90/bwd_mainloop.h"
+#include "sm90/gmem.h"
 #include "sm90/named_barriers.h"
 #include "sm90/wgmma.h"
 
@@ -40,8 +47,64 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
   static constexpr int kHeadDim = Traits::kHeadDim;
   static constexpr int kNumMmaThreads = Traits::kNumMmaThreads;
 
+  // barrier_dq_full: every consumer thread arrives once it has parked its part of the block's dQ.
+  template <class SharedStorage>
+  CUTLASS_DEVICE static void init_barriers(SharedStorage& shared) {
+    CUTLASS_PRAGMA_UNROLL
+    for (int stage = 0; stage < Traits::kStages; ++stage) { shared.barrier_dq_full[stage].init(kNumMmaThreads); }
+  }
+  // Deterministic: the dQ warp releases the stages it reduced dQ from; otherwise every consumer thread, as in
+  // BwdMainloop.
+  CUTLASS_DEVICE static int stage_release_arrivals(BwdParams const& bwd) {
+    return bwd.dq_semaphore != nullptr ? 1 : kNumMmaThreads;
+  }
+
+  // The dQ warp of the producer warpgroup, deterministic only (all 32 lanes, lane 0 issues): for each Q block, in
+  // its turn (BwdMainloop::dq_turn) and once both warpgroups have parked their halves of dQ over Q's (warpgroup 0)
+  // and dO's (warpgroup 1) stage, two bulk reductions add them into this head's float32 accumulator; when both
+  // have been read, the two stages go back to the producer (their empty barriers count this one arrival).
+  template <class SharedStorage>
+  CUTLASS_DEVICE static void store_dq(BwdParams const& bwd, SharedStorage& shared, SeqInfo const& seq, int n_block,
+                                      int bidh, QBlockRange const& range) {
+    constexpr int kHalfElems = Traits::kdQHalfElems;
+    bool const lane0 = cute::elect_one_sync();
+    // Tested on the kernel parameter, not on a turnstile pointer computed from it: with that test, compute-sanitizer
+    // runs of the head-dim-192 packed-batch kernel spun on address 0 (benchmarks/notes.md#d-sm90-bwd-queries-along-m).
+    if (bwd.dq_semaphore == nullptr) { return; }
+    wait_for_prior_grid();  // the preprocess has zeroed the dQ accumulator
+    float* const dq_accum_head = bwd.dq_accum_ptr + (seq.q_accum_offset() + int64_t(bidh) * seq.q_accum_rows()) * kHeadDim;
+    int stage = 0;  // the consumers' pipeline stage of the block, which starts at 0
+    uint32_t phase = 0;
+    for (int m_block = range.m_block_min; m_block < range.m_block_max; ++m_block) {
+      int* const counter = Base::dq_counter(Base::dq_turnstiles(bwd, seq, bidh), m_block);
+      if (lane0) { turnstile_spin(counter, Base::dq_turn(seq, m_block, n_block)); }
+      shared.barrier_dq_full[stage].wait(phase);
+      CUTLASS_PRAGMA_UNROLL
+      for (int wg = 0; wg < Traits::kNumMmaWarpGroups; ++wg) {
+        if (lane0) {
+          Element const* half = (wg == 0 ? shared.smem_q.data() : shared.smem_do.data()) + stage * Traits::kStageElems;
+          bulk_reduce_add_f32(dq_accum_head + int64_t(m_block) * Traits::kdQElems + wg * kHalfElems,
+                              reinterpret_cast<float const*>(half), kHalfElems * sizeof(float));
+          tma_store_arrive();
+        }
+      }
+      if (lane0) {
+        tma_store_wait<0>();  // both halves read: the producer may refill the stages
+        shared.pipeline_q.empty_barrier_[stage].arrive();
+        shared.pipeline_do.empty_barrier_[stage].arrive();
+        bulk_wait_complete();
+        turnstile_release(counter);
+      }
+      __syncwarp();
+      if (++stage == Traits::kStages) {
+        stage = 0;
+        phase ^= 1;
+      }
+    }
+  }
+
   // Consumer warpgroups: accumulate the K/V block's dK^T (unscaled) and dV^T over its Q blocks, and add each Q
-  // block's dQ (unscaled) into the accumulator.
+  // block's dQ (unscaled) into the accumulator, or, deterministic, park it for the dQ warp.
   template <class SharedStorage, class FragdKV>
   CUTLASS_DEVICE static void mma(BwdParams const& bwd, SharedStorage& shared, BwdPipelines<Traits>& pipes,
                                  FragdKV& tdKrdK, FragdKV& tdVrdV, SeqInfo const& seq, int n_block, int bidh,
@@ -88,14 +151,14 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
     Tensor tScS = make_rowcol(thr_mma_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{})));
     int const kv_row_end = seq.seqlen_k() - n_block * kBlockN;
 
-    // dQ's float32 accumulator rows of this head, and its turnstiles in deterministic mode.
+    // dQ's float32 accumulator rows of this head.
     int64_t const dq_accum_rows = seq.q_accum_offset() + int64_t(bidh) * seq.q_accum_rows();
-    // Tested on the kernel parameter, not on a turnstile pointer computed from it: with that test, compute-sanitizer
-    // runs of the head-dim-192 packed-batch kernel spun on address 0 (benchmarks/notes.md#d-sm90-bwd-queries-along-m).
+    // Deterministic: this warpgroup's half of dQ, parked over Q's (warpgroup 0) or dO's (warpgroup 1) stage once
+    // read: (thread, element), sm80/gmem.h accum_block's order with one chunk per warpgroup.
     bool const deterministic = bwd.dq_semaphore != nullptr;
-    bool const leader = thread_idx == 0;
-    auto sync_consumers = [] { NamedBarrier::sync(kNumMmaThreads, uint32_t(BwdNamedBarrierId::kdQAdd)); };
-    wait_for_prior_grid();  // the preprocess has zeroed the dQ accumulator (and written LSE and D)
+    int const warp_group = thread_idx / cutlass::NumThreadsPerWarpGroup;
+    int const thread_in_group = thread_idx % cutlass::NumThreadsPerWarpGroup;
+    Element* const dq_half_stages = warp_group == 0 ? shared.smem_q.data() : shared.smem_do.data();
 
     auto step = [&](int m_block, auto masked) CUTLASS_LAMBDA_FUNC_INLINE {
       int const stage = pipes.state.index();
@@ -150,24 +213,31 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
       wgmma_gemm</*kZeroInit=*/true>(tiled_mma_dq, tdQrdS(_, _, _, stage), tdQrKt, tdQrdQ);
       wgmma_gemm</*kZeroInit=*/false>(tiled_mma_dkv, tdKrQt(_, _, _, stage), tdKrdSt(_, _, _, stage), tdKrdK);
       warpgroup_wait<2>();  // dV^T done: dO read
-      pipes.dO.consumer_release(pipes.state);
+      if (!deterministic) { pipes.dO.consumer_release(pipes.state); }
       warpgroup_wait<1>();  // dQ done; dK^T still running
       warpgroup_fence_operand(tdQrdQ);
-
-      Tensor tdQgdQ = sm80::accum_block<kBlockM, kHeadDim, kNumMmaThreads, Traits::kdQAccumGroupThreads>(
-          bwd.dq_accum_ptr, dq_accum_rows, m_block)(thread_idx, _);  // (elements)
-      if (deterministic) {
-        int* const counter = Base::dq_counter(Base::dq_turnstiles(bwd, seq, bidh), m_block);
-        turnstile_wait(counter, Base::dq_turn(seq, m_block, n_block), leader, sync_consumers);
-        sm80::atomic_add_accum(tdQgdQ, tdQrdQ);
-        turnstile_pass(counter, leader, sync_consumers);
-      } else {
+      if (!deterministic) {
+        Tensor tdQgdQ = sm80::accum_block<kBlockM, kHeadDim, kNumMmaThreads, Traits::kdQAccumGroupThreads>(
+            bwd.dq_accum_ptr, dq_accum_rows, m_block)(thread_idx, _);  // (elements)
         sm80::atomic_add_accum(tdQgdQ, tdQrdQ);
       }
-
       warpgroup_wait<0>();
       warpgroup_fence_operand(tdKrdK);
-      pipes.q.consumer_release(pipes.state);
+      if (!deterministic) {
+        pipes.q.consumer_release(pipes.state);
+      } else {
+        // Both warpgroups' gemms have read this stage's Q and dO: park the dQ halves over them for the dQ warp,
+        // which takes the turn and releases the stages to the producer once it has reduced both. The consumers do
+        // not wait for the turnstile.
+        NamedBarrier::sync(kNumMmaThreads, uint32_t(BwdNamedBarrierId::kStagesRead));
+        Tensor sdQ = make_tensor(make_smem_ptr(reinterpret_cast<float*>(dq_half_stages + stage * Traits::kStageElems)),
+                                 typename Traits::SmemLayoutdQHalf{});  // (thread, element)
+        CUTE_STATIC_ASSERT_V(size(tdQrdQ) == size<1>(sdQ));
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < size(tdQrdQ); ++i) { sdQ(thread_in_group, i) = tdQrdQ(i); }
+        cutlass::arch::fence_view_async_shared();  // visible to the bulk reduction (async proxy)
+        shared.barrier_dq_full[stage].arrive();
+      }
       ++pipes.state;
     };
 

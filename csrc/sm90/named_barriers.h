@@ -32,9 +32,9 @@ enum class BwdNamedBarrierId : uint32_t {
   kdQEmptyFirst = 2,                                 // + i: warpgroup i's dQ buffer has been read (its + the dQ warp)
   kdQFullFirst = kdQEmptyFirst + kMaxMmaWarpGroups,  // + i: warpgroup i's dQ is in shared memory
   kEnd = kdQFullFirst + kMaxMmaWarpGroups,
-  // The queries-along-M plan (bwd_mainloop_queries_along_m.h) has no dQ warp, so it takes kdQEmptyFirst's id
-  // (the hardware's 16 are all assigned): all consumer threads around their dQ additions' turnstile.
-  kdQAdd = kdQEmptyFirst
+  // The queries-along-M plan (bwd_mainloop_queries_along_m.h) has no dQ buffers, so it takes kdQEmptyFirst's id
+  // (the hardware's 16 are all assigned): all consumer threads, every gemm has read the block's Q and dO stages.
+  kStagesRead = kdQEmptyFirst
 };
 
 static_assert(uint32_t(BwdNamedBarrierId::kEnd) + cutlass::arch::NamedBarrier::ReservedNamedBarrierCount <=

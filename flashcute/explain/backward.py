@@ -73,7 +73,7 @@ def bwd_summary_text(s):
         plan = f"queries along M: {c['mma_warpgroups']} consumer warpgroups split them in S and dP"
         gemms = (f"S/dP {sdp_atom}, dK^T/dV^T {dkv_atom} (P^T and dS^T from shared memory; {c['atom_dkv_m']} "
                  f"warpgroup(s) along the head dim), dQ {dq_atom} ({c['atom_dq_m']} warpgroup(s) along its rows; "
-                 f"added from registers)")
+                 f"added from registers; deterministic: parked over the spent Q/dO stages for bulk reductions)")
     lines = [f"flashcute sm90 backward {c['dtype']} hdim{c['head_dim']}: {c['block_n']} keys per CTA ({plan}), "
              f"Q/dO blocks of {c['block_m']} rows in {c['stages']}-deep pipelines, {c['threads']} threads",
              f"  GMMA atoms: {gemms}",
