@@ -1,6 +1,9 @@
 // Host-side launch helper shared by the kernels' launch templates.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
+
 #include <cuda_runtime.h>
 
 namespace flashcute {
@@ -22,6 +25,23 @@ cudaError_t launch_after_prior_grid_starts(void (*kernel)(KernelArgs...), dim3 g
   config.attrs = &attribute;
   config.numAttrs = 1;
   return cudaLaunchKernelEx(&config, kernel, args...);
+}
+
+// Lets kKernel take kSmemBytes of dynamic shared memory (cudaFuncAttributeMaxDynamicSharedMemorySize), set once
+// per device rather than at every launch: the call costs the host microseconds, which a decoding step (one launch
+// per layer and token) pays in full. Devices past the 64th set it every time. Below 48 KiB no attribute is needed.
+template <auto kKernel, int kSmemBytes>
+void allow_dynamic_smem() {
+  if constexpr (kSmemBytes >= 48 * 1024) {
+    static std::atomic<uint64_t> set_on{0};  // one bit per device, per kernel instantiation
+    int device = 0;
+    cudaGetDevice(&device);
+    uint64_t const bit = device < 64 ? uint64_t(1) << device : 0;
+    if (bit != 0 && (set_on.load(std::memory_order_relaxed) & bit) != 0) { return; }
+    if (cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) == cudaSuccess) {
+      set_on.fetch_or(bit, std::memory_order_relaxed);
+    }
+  }
 }
 
 }  // namespace flashcute

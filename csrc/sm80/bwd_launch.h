@@ -39,11 +39,9 @@ void launch_bwd(BwdParams const& params, cudaStream_t stream) {
   bwd_preprocess_kernel<Traits>
       <<<dim3(blocks(params.seqlen_q, kBlockM), params.heads_q, params.batch), kThreads, 0, stream>>>(params);
 
-  auto kernel = &bwd_kernel<Traits, kCausal>;
+  constexpr auto kernel = &bwd_kernel<Traits, kCausal>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
-  if constexpr (kSmemBytes >= 48 * 1024) {
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-  }
+  allow_dynamic_smem<kernel, kSmemBytes>();
   kernel<<<dim3(blocks(params.seqlen_k, kBlockN), params.heads_q, params.batch), kThreads, kSmemBytes, stream>>>(
       params);
 

@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "common/launch.h"
 #include "common/params.h"
 #include "instantiations/kernel_table.h"
 #include "sm80/decode_kernel.h"
@@ -42,12 +43,10 @@ inline int choose_num_splits(int64_t ctas, int n_blocks, int num_sms, int ctas_p
 
 template <class Traits, bool kCausal, bool kPaged>
 void launch_split_kv(DecodeParams const& params, cudaStream_t stream) {
-  auto kernel = &split_kv_kernel<Traits, kCausal, kPaged>;
+  constexpr auto kernel = &split_kv_kernel<Traits, kCausal, kPaged>;
   using Paged = PagedKV<Traits::kBlockN, Traits::kNThreads>;
   constexpr int kSmemBytes = DecodeMainloop<Traits, kCausal>::kSmemBytes + (kPaged ? Paged::kSmemBytes : 0);
-  if constexpr (kSmemBytes >= 48 * 1024) {
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-  }
+  allow_dynamic_smem<kernel, kSmemBytes>();
   int const m_blocks = (params.seqlen_q * params.pack_group + Traits::kBlockM - 1) / Traits::kBlockM;
   dim3 const grid(m_blocks * params.num_splits, params.heads_q / params.pack_group, params.batch);
   kernel<<<grid, Traits::kNThreads, kSmemBytes, stream>>>(params);

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include "common/launch.h"
 #include "common/params.h"
 #include "sm80/kernel.h"
 #include "sm80/kernel_traits.h"
@@ -12,11 +13,9 @@ namespace flashcute::sm80 {
 
 template <class Traits, bool kCausal, bool kVarlen>
 void launch(FwdParams const& params, cudaStream_t stream) {
-  auto kernel = &fwd_kernel<Traits, kCausal, kVarlen>;
+  constexpr auto kernel = &fwd_kernel<Traits, kCausal, kVarlen>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
-  if constexpr (kSmemBytes >= 48 * 1024) {
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-  }
+  allow_dynamic_smem<kernel, kSmemBytes>();
   dim3 const grid((params.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM, params.heads_q, params.batch);
   kernel<<<grid, Traits::kNThreads, kSmemBytes, stream>>>(params);
 }

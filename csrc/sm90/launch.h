@@ -9,6 +9,7 @@
 
 #include <cuda_runtime.h>
 
+#include "common/launch.h"
 #include "common/params.h"
 #include "sm90/kernel.h"
 #include "sm90/kernel_traits.h"
@@ -33,9 +34,9 @@ void launch(FwdParams const& params, cudaStream_t stream) {
     varlen_schedule_kernel<Traits::kBlockM, Traits::kBlockN, Traits::kCausal>
         <<<1, kVarlenScheduleThreads, 0, stream>>>(params);
   }
-  auto kernel = &fwd_kernel<Traits, kVarlen>;
+  constexpr auto kernel = &fwd_kernel<Traits, kVarlen>;
   constexpr int kSmemBytes = Traits::kSmemBytes;
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+  allow_dynamic_smem<kernel, kSmemBytes>();
   dim3 const grid(Scheduler::grid_size(kernel_params.scheduler, num_sms));
   kernel<<<grid, Traits::kNumThreads, kSmemBytes, stream>>>(kernel_params);
 }
