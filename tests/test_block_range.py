@@ -1,6 +1,7 @@
 """The block ranges (csrc/common/block_range.h), walked on the host: the K/V blocks visiting each Q block are
 exactly the prefix kv_blocks_visiting gives, which the SM90 backward's deterministic mode waits on (a wrong count
-would hang it); the decode kernel's splits of a K/V range cover it once and mask what it masks.
+would hang it); the decode kernel's splits of a K/V range cover it once and mask what it masks; the turns of the
+deterministic non-causal mode's rotated walks count the blocks ahead at each Q block exactly.
 tests/block_range/visitors.cpp includes the kernels' header; built with g++."""
 
 import subprocess
@@ -20,11 +21,11 @@ HEADERS = [ROOT / "csrc" / "common" / "block_range.h", ROOT / "csrc" / "common" 
            ROOT / "csrc" / "common" / "seqlen.h"]
 
 
-def test_kv_blocks_visiting_is_the_inverse_of_q_block_range():
+def test_block_ranges_and_deterministic_turns():
     try:
         binary = oracle.build_file(PROGRAM, [ROOT / "csrc"], HEADERS)
     except (oracle.OracleUnavailable, RuntimeError) as e:
         pytest.fail(f"cannot build {PROGRAM.relative_to(ROOT)}: {e}")
     r = subprocess.run([str(binary)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    assert r.stdout.strip().endswith("checked 2049")
+    assert r.stdout.strip().endswith("checked 3649")

@@ -63,6 +63,30 @@ __host__ __device__ inline QBlockRange q_block_range(SeqInfo const& seq, int n_b
   return {m_block_min, m_block_max, min(m_block_masked_end, m_block_max)};
 }
 
+// The order in which a K/V block walks its Q blocks [m_block_min, m_block_min + count): from m_block_min + start
+// on, cyclically. Every role of a backward CTA (loads, gemms, dQ additions) follows it.
+struct QBlockWalk {
+  int m_block_min, count, start;  // 0 <= start < count, or start = 0
+  __host__ __device__ int operator[](int i) const {
+    int const j = start + i;
+    return m_block_min + (j < count ? j : j - count);
+  }
+};
+
+// The SM90 backward's deterministic non-causal order: K/V block n of n_blocks walks the m_blocks Q blocks from
+// block n mod m_blocks on, so it is at step s = (m - n) mod m_blocks of its walk at Q block m, and the blocks of a
+// head reach a Q block at different steps. dQ block m is added in order of (step, n): the turn of block n is the
+// number of K/V blocks at an earlier step there, or at the same step with a lower n.
+__host__ __device__ inline int rotated_walk_turn(int n_blocks, int m_blocks, int m_block, int n_block) {
+  int const per_residue = n_blocks / m_blocks, extra = n_blocks % m_blocks;  // residues below `extra` have one more
+  int const step = (m_block - n_block % m_blocks + m_blocks) % m_blocks;
+  // The earlier steps' residues: m_block, m_block - 1, ..., m_block - step + 1 (mod m_blocks); those below extra.
+  int const below = step <= m_block + 1
+      ? max(0, min(m_block + 1, extra) - (m_block - step + 1))
+      : min(m_block + 1, extra) + max(0, extra - (m_blocks - (step - m_block - 1)));
+  return step * per_residue + below + n_block / m_blocks;
+}
+
 // The sequence owning block `block` of blocks numbered across the sequences one after another, first[b] being
 // sequence b's first (first[batch]: the total): the b with first[b] <= block < first[b + 1], or batch past them.
 __host__ __device__ inline int sequence_of_block(int const* first, int batch, int block) {

@@ -179,8 +179,10 @@ struct BwdMainloop {
                                       group_modes<0, 2>(gV));  // (TMA), (TMA)
 
     constexpr int kRowStatBytes = kBlockM * sizeof(float);
-    for (int m_block = range.m_block_min; m_block < range.m_block_max; ++m_block) {
-      bool const first = m_block == range.m_block_min;
+    QBlockWalk const walk = q_walk(bwd, range, n_block);
+    for (int i = 0; i < walk.count; ++i) {
+      int const m_block = walk[i];
+      bool const first = i == 0;
       int const stage = pipes.state.index();
       // K's (V's) bytes are expected before the stage's arrival, so the phase cannot complete without them.
       if (first) { pipes.q.producer_expect_transaction(pipes.state, Traits::kTmaBytesKV); }
@@ -214,7 +216,16 @@ struct BwdMainloop {
   }
   CUTLASS_DEVICE static int dq_turn(SeqInfo const& seq, int m_block, int n_block) {
     int const n_end = kv_blocks_visiting<kBlockM, kBlockN, kCausal>(seq, m_block);
-    return kCausal ? n_end - 1 - n_block : n_block;
+    if constexpr (kCausal) { return n_end - 1 - n_block; }
+    return rotated_walk_turn(n_end, (seq.seqlen_q() + kBlockM - 1) / kBlockM, m_block, n_block);
+  }
+  // The order this K/V block walks its Q blocks in. Deterministic without causal, each K/V block of a head starts
+  // at its own Q block (rotated_walk_turn), so that none waits at the dQ turnstile for the ones before it at every
+  // Q block; with causal they start at the diagonal already.
+  CUTLASS_DEVICE static QBlockWalk q_walk(BwdParams const& bwd, QBlockRange const& range, int n_block) {
+    int const count = range.m_block_max - range.m_block_min;
+    bool const rotate = !kCausal && bwd.dq_semaphore != nullptr && count > 0;
+    return {range.m_block_min, count, rotate ? n_block % count : 0};
   }
 
   // The dQ warp of the producer warpgroup (all 32 lanes, lane 0 issues), where dQ goes through shared memory: each
@@ -233,7 +244,9 @@ struct BwdMainloop {
     wait_for_prior_grid();  // the preprocess has zeroed the dQ accumulator
     float* const dq_accum_head = bwd.dq_accum_ptr + (seq.q_accum_offset() + int64_t(bidh) * seq.q_accum_rows()) * kHeadDim;
     int* const turnstiles = dq_turnstiles(bwd, seq, bidh);
-    for (int m_block = range.m_block_min, i = 0; m_block < range.m_block_max; ++m_block, ++i) {
+    QBlockWalk const walk = q_walk(bwd, range, n_block);
+    for (int i = 0; i < walk.count; ++i) {
+      int const m_block = walk[i];
       int const buffer = i % kBuffers;
       // Warpgroup w's chunk of this buffer is free once block m - kBuffers's reduction of it has read it: of the
       // bulk groups committed since, kBuffers * kWarpGroups - 1 - w may still be reading.
@@ -383,10 +396,12 @@ struct BwdMainloop {
     };
 
     // A ragged K/V block (the last) masks its padding keys in every Q block; otherwise only the diagonal's blocks.
-    int const masked_end = kv_row_end < kBlockN ? range.m_block_max : range.m_block_masked_end;
-    int m_block = range.m_block_min;
-    for (; m_block < masked_end; ++m_block) { step(m_block, cute::true_type{}); }
-    for (; m_block < range.m_block_max; ++m_block) { step(m_block, cute::false_type{}); }
+    // (A rotated walk is non-causal: every block or none masked.)
+    QBlockWalk const walk = q_walk(bwd, range, n_block);
+    int const masked = (kv_row_end < kBlockN ? range.m_block_max : range.m_block_masked_end) - range.m_block_min;
+    int i = 0;
+    for (; i < masked; ++i) { step(walk[i], cute::true_type{}); }
+    for (; i < walk.count; ++i) { step(walk[i], cute::false_type{}); }
   }
 };
 

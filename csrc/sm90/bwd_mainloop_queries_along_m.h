@@ -75,7 +75,9 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
     float* const dq_accum_head = bwd.dq_accum_ptr + (seq.q_accum_offset() + int64_t(bidh) * seq.q_accum_rows()) * kHeadDim;
     int stage = 0;  // the consumers' pipeline stage of the block, which starts at 0
     uint32_t phase = 0;
-    for (int m_block = range.m_block_min; m_block < range.m_block_max; ++m_block) {
+    QBlockWalk const walk = Base::q_walk(bwd, range, n_block);
+    for (int i = 0; i < walk.count; ++i) {
+      int const m_block = walk[i];
       int* const counter = Base::dq_counter(Base::dq_turnstiles(bwd, seq, bidh), m_block);
       if (lane0) { turnstile_spin(counter, Base::dq_turn(seq, m_block, n_block)); }
       shared.barrier_dq_full[stage].wait(phase);
@@ -242,10 +244,12 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
     };
 
     // A ragged K/V block (the last) masks its padding keys in every Q block; otherwise only the diagonal's blocks.
-    int const masked_end = kv_row_end < kBlockN ? range.m_block_max : range.m_block_masked_end;
-    int m_block = range.m_block_min;
-    for (; m_block < masked_end; ++m_block) { step(m_block, cute::true_type{}); }
-    for (; m_block < range.m_block_max; ++m_block) { step(m_block, cute::false_type{}); }
+    // (A rotated walk is non-causal: every block or none masked.)
+    QBlockWalk const walk = Base::q_walk(bwd, range, n_block);
+    int const masked = (kv_row_end < kBlockN ? range.m_block_max : range.m_block_masked_end) - range.m_block_min;
+    int i = 0;
+    for (; i < masked; ++i) { step(walk[i], cute::true_type{}); }
+    for (; i < walk.count; ++i) { step(walk[i], cute::false_type{}); }
   }
 };
 

@@ -1,6 +1,7 @@
 // Host-side check of the backward's block ranges (csrc/common/block_range.h): for every Q block, the K/V blocks
 // whose q_block_range contains it are exactly [0, kv_blocks_visiting) (the prefix the deterministic modes order
-// their dQ additions by), and the decode kernel's splits of a K/V range (check_splits). Built with g++ by tests/test_block_range.py; prints one line per mismatch, then "checked N".
+// their dQ additions by), the decode kernel's splits of a K/V range (check_splits), and the deterministic
+// non-causal turns of rotated walks (check_rotated_turns). Built with g++ by tests/test_block_range.py; prints one line per mismatch, then "checked N".
 #include <algorithm>
 #include <cstdio>
 
@@ -67,6 +68,36 @@ long check_splits(long& cases) {
   return bad;
 }
 
+// rotated_walk_turn: at each Q block, the turns of the K/V blocks are 0 .. n_blocks - 1, in order of (step of the
+// block's walk at which it reaches the Q block, block index), the walk of block n starting at n mod m_blocks.
+long check_rotated_turns(long& cases) {
+  long bad = 0;
+  for (int n_blocks = 1; n_blocks <= 40; ++n_blocks) {
+    for (int m_blocks = 1; m_blocks <= 40; ++m_blocks) {
+      for (int m = 0; m < m_blocks; ++m) {
+        for (int n = 0; n < n_blocks; ++n) {
+          flashcute::QBlockWalk const walk{0, m_blocks, n % m_blocks};
+          int step = 0;
+          while (walk[step] != m) { ++step; }
+          int expected = 0;  // blocks reaching m at an earlier step, or at this step with a lower index
+          for (int other = 0; other < n_blocks; ++other) {
+            int const other_step = (m - other % m_blocks + m_blocks) % m_blocks;
+            expected += other_step < step || (other_step == step && other < n);
+          }
+          int const turn = flashcute::rotated_walk_turn(n_blocks, m_blocks, m, n);
+          if (turn != expected) {
+            std::printf("rotated turn n_blocks %d m_blocks %d m %d n %d: %d, expected %d\n", n_blocks, m_blocks, m, n,
+                        turn, expected);
+            ++bad;
+          }
+        }
+      }
+      ++cases;
+    }
+  }
+  return bad;
+}
+
 int main() {
   int const lengths[] = {1, 17, 63, 64, 65, 113, 127, 128, 129, 200, 255, 256, 257, 1000, 1023, 4097};
   long bad = 0, cases = 0;
@@ -79,6 +110,7 @@ int main() {
     }
   }
   bad += check_splits(cases);
+  bad += check_rotated_turns(cases);
   std::printf("checked %ld\n", cases);
   return bad == 0 ? 0 : 1;
 }
