@@ -21,9 +21,9 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, return_lse=False,
     q: (b, sq, hq, d); k, v: (b, sk, hkv, d) with hq % hkv == 0 (MQA/GQA); fp16 or bf16 CUDA tensors with
     the last dim contiguous. softmax_scale defaults to 1/sqrt(d). causal masks key j for query i unless
     j <= i + sk - sq (aligned bottom-right). backend: "auto", "sm80" or "sm90", for the forward and the backward
-    ("auto" takes the SM90 kernels on Hopper where they are built and can run the inputs; the SM90 backward covers
-    head dims up to 128, so "sm90" is an error beyond). deterministic=True makes the backward bitwise reproducible
-    (the default may accumulate dq with atomics, in any order).
+    ("auto" takes the SM90 kernels on Hopper where they are built and can run the inputs; "sm90" raises an error
+    naming the reason where they cannot). deterministic=True makes the backward bitwise reproducible (the default
+    may accumulate dq with atomics, in any order).
     Returns out (b, sq, hq, d), and with return_lse also lse (b, hq, sq) in float32 (differentiable too).
     """
     if backend not in BACKENDS:
