@@ -17,6 +17,7 @@
 
 #include <cuda_runtime.h>  // __host__ / __device__ for the host compiler
 
+using std::max;
 using std::min;
 struct BuiltinIndex {
   unsigned x;
