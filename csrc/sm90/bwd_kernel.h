@@ -1,19 +1,21 @@
 // The SM90 backward kernel, warp-specialized. One CTA per (K/V block, query head, batch), blockIdx.x fastest so that
-// in deterministic mode the K/V blocks a dQ block waits for are launched first (varlen: blockIdx.x runs over the
-// K/V blocks of all the sequences, BwdParams::kv_block_table). Warpgroup 0 produces: warp 0 issues
-// the TMA loads (K, V once; Q and dO blocks through the pipelines), warp 1 adds each Q block's dQ into the float32
-// accumulator with bulk reductions, one per consumer warpgroup's chunk. Warpgroups 1 and 2 consume: each owns 64
-// keys of the block and keeps their dK and dV in registers over the Q blocks (bwd_mainloop.h), then writes them
-// (bwd_epilogue.h). At head dims 192 and 256 (BwdKernelTraitsQueriesAlongM) the consumers share a 64-key block,
-// each keeps half of dK^T and dV^T, and they add dQ themselves (bwd_mainloop_queries_along_m.h); deterministic,
-// they park it over the block's spent Q/dO stages instead, and warp 1 takes the turn, reduces it and releases them.
-// The preprocess (D, LSE * log2(e), zeroed dQ accumulator) runs before, the postprocess (dQ; dK
-// and dV with GQA) after.
+// the K/V blocks of a head, whose dQ additions deterministic mode orders (BwdMainloop::dq_turn), run together
+// (varlen: blockIdx.x runs over the K/V blocks of all the sequences, BwdParams::kv_block_table). Warpgroup 0
+// produces: warp 0 issues the TMA loads (K, V once; Q and dO blocks through the pipelines), warp 1 adds each Q
+// block's dQ into the float32 accumulator with bulk reductions, one per consumer warpgroup's chunk. Warpgroups 1 and
+// 2 consume: each owns 64 keys of the block and keeps their dK and dV in registers over the Q blocks
+// (bwd_mainloop.h), then writes them (bwd_epilogue.h). At head dims 192 and 256 (BwdKernelTraitsQueriesAlongM) the
+// consumers share a 64-key block, each keeps half of dK^T and dV^T, and they add dQ themselves
+// (bwd_mainloop_queries_along_m.h); deterministic, they park it over the block's spent Q/dO stages instead, and warp
+// 1 takes the turn, reduces it and releases them. The preprocess (D, LSE * log2(e), zeroed dQ accumulator) runs
+// before, the postprocess (dQ; dK and dV with GQA) after.
 //
 // Barriers: the Q and dO pipelines (full: TMA bytes, K's with the first Q block and V's with the first dO block, so
-// the first S^T gemm waits for K and Q only; empty: every consumer thread after the gemm that last read the stage); named kdS (consumers, before the dQ gemm reads dS),
-// kdQEmptyFirst / kdQFullFirst + i (consumer warpgroup i + the dQ warp, around that warpgroup's chunk of the two dQ
-// buffers), kEpilogue (consumers).
+// the first S^T gemm waits for K and Q only; empty: every consumer thread after the gemm that last read the stage,
+// or at 192 / 256 in deterministic mode the dQ warp once it has reduced the dQ parked there); named kdS (consumers,
+// before the dQ gemm reads dS), kdQEmptyFirst / kdQFullFirst + i (consumer warpgroup i + the dQ warp, around that
+// warpgroup's chunk of the two dQ buffers; at 192 / 256 kStagesRead and the mbarriers barrier_dq_full instead),
+// kEpilogue (consumers).
 #pragma once
 
 #include <cute/tensor.hpp>
