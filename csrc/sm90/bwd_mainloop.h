@@ -203,10 +203,10 @@ struct BwdMainloop {
   }
 
   // Deterministic mode: the turnstile of this head's Q blocks (null otherwise). The K/V blocks visiting a Q block,
-  // a prefix [0, n_end) of them (common/block_range.h), add its dQ in a fixed order: increasing n_block without
-  // causal, where they all start at Q block 0 and walk in step; decreasing with causal, where block n starts at
-  // the diagonal, so a higher n_block reaches a given Q block sooner (in n_block order, each would wait for all
-  // the lower ones' longer walks).
+  // a prefix [0, n_end) of them (common/block_range.h), add its dQ in a fixed order (dq_turn): without causal, by
+  // the step of their rotated walks (q_walk) at which they reach the Q block; with causal, decreasing n_block,
+  // since block n starts at the diagonal and a higher n_block reaches a given Q block sooner (in n_block order,
+  // each would wait for all the lower ones' longer walks).
   CUTLASS_DEVICE static int* dq_turnstiles(BwdParams const& bwd, SeqInfo const& seq, int bidh) {
     return bwd.dq_semaphore == nullptr ? nullptr
         : bwd.dq_semaphore + seq.q_semaphore_offset() + int64_t(bidh) * seq.q_semaphores();
