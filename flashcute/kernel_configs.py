@@ -256,6 +256,7 @@ LONG_SEQLEN_K_MIN = kernel_table.LONG_SEQLEN_K_MIN
 GMMA_MAX_N = 256
 MBARRIER_BYTES = 8       # cutlass::arch::ClusterBarrier / ClusterTransactionBarrier: one 64-bit mbarrier
 SMEM_ALIGN = 1024        # cute::array_aligned<..., 1024>: what the 128-byte swizzle atoms need
+DQ_ACCUM_VEC = 4         # BwdKernelTraits::kdQAccumVec: a thread's dQ elements in runs of 4 floats
 SMEM_MAX_BYTES = 227 * 1024  # what an SM90 CTA may use
 REGS_PER_SM = 65536        # 32-bit registers per SM (sm_80 and sm_90)
 
@@ -609,10 +610,11 @@ class Sm90BwdConfig(_ElementConfig):
     @property
     def smem_layout_dq(self):
         """(thread, element, buffer) of the dQ staging buffers (dq_through_smem): sm80/gmem.h accum_block's order
-        with one chunk per consumer warpgroup."""
+        with one chunk per consumer warpgroup and runs of DQ_ACCUM_VEC elements (16-byte stores)."""
         chunk = self.block_m * self.head_dim // self.n_mma_warpgroups
-        return Layout(((Int(128), Int(self.n_mma_warpgroups)), Int(chunk // 128), Int(self.dq_stages)),
-                      ((Int(1), Int(chunk)), Int(128), Int(self.block_m * self.head_dim)))
+        vec = DQ_ACCUM_VEC
+        return Layout(((Int(128), Int(self.n_mma_warpgroups)), (Int(vec), Int(chunk // 128 // vec)), Int(self.dq_stages)),
+                      ((Int(vec), Int(chunk)), (Int(1), Int(128 * vec)), Int(self.block_m * self.head_dim)))
 
     @property
     def smem_bytes(self):

@@ -26,7 +26,9 @@ struct BwdKernelTraits : CopyTraits<Element_, kHeadDim_, kNWarps_ * 32> {
   static constexpr int kBlockN = kBlockN_;
   static constexpr int kNWarps = kNWarps_;
   static constexpr int kNThreads = kNWarps * 32;
-  static constexpr int kdQAccumGroupThreads = kNThreads;  // dQ's accumulator order: one group (sm80/gmem.h accum_block)
+  // dQ's accumulator order (sm80/gmem.h accum_block): one group, one element per run.
+  static constexpr int kdQAccumGroupThreads = kNThreads;
+  static constexpr int kdQAccumVec = 1;
   static constexpr bool kdKVTransposed = false;           // dK and dV accumulate as (keys, head dim)
   static_assert(kBlockM >= kBwdSemaphoreRows && kBlockN >= kBwdSemaphoreRows);  // the semaphores' row blocks
   using TileShape_MNK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;

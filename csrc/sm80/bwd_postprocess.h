@@ -27,6 +27,7 @@ struct PostprocessOf {
   using SmemLayout = cute::conditional_t<kIsDQ, typename Traits::SmemLayoutQdO, typename Traits::SmemLayoutKV>;
   static constexpr int kSmemBytes = cosize_v<SmemLayout> * sizeof(typename Traits::Element);
   static constexpr int kAccumGroupThreads = kIsDQ ? Traits::kdQAccumGroupThreads : Traits::kNThreads;
+  static constexpr int kAccumVec = kIsDQ ? Traits::kdQAccumVec : 1;
   // dK^T / dV^T (SM90 head dims 192, 256): the accumulator is (head dim, rows), written into the staging tile
   // through its transposed view.
   static constexpr bool kTransposed = !kIsDQ && Traits::kdKVTransposed;
@@ -65,11 +66,13 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_postprocess_kernel(__gr
   // The block back into the registers it came from (coalesced loads), scaled.
   typename Of::TiledMma tiled_mma;
   Tensor acc = partition_fragment_C(tiled_mma, typename Of::AccShape{});  // (MMA, MMA_M, MMA_D)
-  Tensor tAgA = accum_block<kBlockRows, Traits::kHeadDim, Traits::kNThreads, Of::kAccumGroupThreads>(accum, accum_rows,
-                                                                                                block)(tidx, _);
+  Tensor tAgA = accum_block<kBlockRows, Traits::kHeadDim, Traits::kNThreads, Of::kAccumGroupThreads, Of::kAccumVec>(
+      accum, accum_rows, block)(tidx, _);  // (elements)
   CUTE_STATIC_ASSERT_V(size(acc) == size(tAgA));
+  Tensor tArA = make_fragment_like(tAgA);
+  copy(AutoVectorizingCopyWithAssumedAlignment<128>{}, tAgA, tArA);  // 16-byte loads where runs allow
   CUTE_UNROLL
-  for (int i = 0; i < size(acc); ++i) { acc(i) = tAgA(i) * scale; }
+  for (int i = 0; i < size(acc); ++i) { acc(i) = tArA(i) * scale; }
 
   Tensor sOut = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(smem)), typename Of::SmemLayout{});
   Tensor sOutAcc = make_tensor(sOut.data(), typename Of::SmemLayoutAcc{});

@@ -63,17 +63,21 @@ CUTE_DEVICE auto make_row_workspace_tensor(float* base, SeqInfo const& seq, int 
 // instruction of a warp covers 128 contiguous bytes. With kGroupThreads < kThreads, each group of kGroupThreads
 // consecutive threads owns a contiguous chunk in that order (thread g * kGroupThreads + t at
 // g * kGroupThreads * elements + i * kGroupThreads + t): the SM90 backward's consumer warpgroups hand their dQ on
-// one at a time. head_rows: the (batch, head)'s first row (SeqInfo's q_accum_offset() + head * q_accum_rows(), or
-// the k_ ones). -> (kThreads, elements per thread)
-template <int kBlockRows, int kHeadDim, int kThreads, int kGroupThreads = kThreads>
+// one at a time. With kVec > 1 a thread's elements go in runs of kVec (element i of thread t at
+// (i / kVec * kGroupThreads + t) * kVec + i % kVec), so that a warp moves them with 16-byte instructions.
+// head_rows: the (batch, head)'s first row (SeqInfo's q_accum_offset() + head * q_accum_rows(), or the k_ ones).
+// -> (kThreads, elements per thread)
+template <int kBlockRows, int kHeadDim, int kThreads, int kGroupThreads = kThreads, int kVec = 1>
 CUTE_DEVICE auto accum_block(float* base, int64_t head_rows, int block) {
   static_assert((kBlockRows * kHeadDim) % kThreads == 0 && kBwdAccumRowAlign % kBlockRows == 0);
   static_assert(kThreads % kGroupThreads == 0);
   constexpr int kElems = kBlockRows * kHeadDim / kThreads;
+  static_assert(kElems % kVec == 0);
   using Threads =
-      Layout<Shape<Int<kGroupThreads>, Int<kThreads / kGroupThreads>>, Stride<_1, Int<kGroupThreads * kElems>>>;
+      Layout<Shape<Int<kGroupThreads>, Int<kThreads / kGroupThreads>>, Stride<Int<kVec>, Int<kGroupThreads * kElems>>>;
+  using Elements = Layout<Shape<Int<kVec>, Int<kElems / kVec>>, Stride<_1, Int<kGroupThreads * kVec>>>;
   return make_tensor(make_gmem_ptr(base + (head_rows + int64_t(block) * kBlockRows) * kHeadDim),
-                     make_layout(coalesce(Threads{}), Layout<Int<kElems>, Int<kGroupThreads>>{}));
+                     make_layout(coalesce(Threads{}), coalesce(Elements{})));
 }
 
 // slots += acc, elementwise: slots is a thread's (elements) of accum_block, acc the registers it mirrors.

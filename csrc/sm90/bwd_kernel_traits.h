@@ -38,6 +38,7 @@ struct BwdPrePost : sm80::CopyTraits<typename Traits::Element, Traits::kHeadDim,
   static constexpr int kBlockN = Traits::kBlockN;
   static constexpr int kNThreads = Traits::kNumMmaThreads;
   static constexpr int kdQAccumGroupThreads = Traits::kdQAccumGroupThreads;
+  static constexpr int kdQAccumVec = Traits::kdQAccumVec;
   using TiledMmadQ = typename Traits::TiledMmadQ;
   using TiledMmadKV = typename Traits::TiledMmadKV;
   // dK and dV (GQA) accumulated as dK^T and dV^T: (head dim, keys).
@@ -161,16 +162,20 @@ struct BwdKernelTraits : BwdKernelTraitsCommon<Element_, kHeadDim_> {
   // accumulator's columns through the accumulator's own partition.
   using SmemLayoutRowStatsMma = Layout<Shape<Int<kBlockN>, Int<kBlockM>, Int<kStages>>, Stride<_0, _1, Int<kBlockM>>>;
   // dQ of one Q block in float32, in the register order of sm80/gmem.h accum_block with one chunk per consumer
-  // warpgroup (element i of its thread t at i * 128 + t): written conflict-free, and each warpgroup's chunk
-  // bulk-reduced into dq_accum as soon as that warpgroup has written it, so neither waits for the other there.
-  // Two buffers, so the consumers write block m + 1's while block m's reductions still read.
+  // warpgroup and runs of 4 elements (element i of its thread t at (i / 4 * 128 + t) * 4 + i % 4): written with
+  // conflict-free 16-byte stores, and each warpgroup's chunk bulk-reduced into dq_accum as soon as that warpgroup
+  // has written it, so neither waits for the other there. Two buffers, so the consumers write block m + 1's while
+  // block m's reductions still read.
   static constexpr int kdQElems = kBlockM * kHeadDim;
   static constexpr int kdQChunkElems = kdQElems / kNumMmaWarpGroups;
   static constexpr int kdQStages = 2;
   using Common::kdQAccumGroupThreads;
+  static constexpr int kdQAccumVec = 4;
   using SmemLayoutdQ = Layout<Shape<Shape<Int<kdQAccumGroupThreads>, Int<kNumMmaWarpGroups>>,
-                                    Int<kdQChunkElems / kdQAccumGroupThreads>, Int<kdQStages>>,
-                              Stride<Stride<_1, Int<kdQChunkElems>>, Int<kdQAccumGroupThreads>, Int<kdQElems>>>;
+                                    Shape<Int<kdQAccumVec>, Int<kdQChunkElems / kdQAccumGroupThreads / kdQAccumVec>>,
+                                    Int<kdQStages>>,
+                              Stride<Stride<Int<kdQAccumVec>, Int<kdQChunkElems>>,
+                                     Stride<_1, Int<kdQAccumGroupThreads * kdQAccumVec>>, Int<kdQElems>>>;
   // (thread, element, buffer)
 
   // registers -> smem: dS^T transposed into dS (stmatrix .trans), dK/dV as they are (stmatrix) over K and V.
@@ -207,6 +212,7 @@ struct BwdKernelTraitsQueriesAlongM : BwdKernelTraitsCommon<Element_, kHeadDim_>
   // their registers (red.global.add), or, deterministic, each warpgroup parks its float32 half of dQ over Q's or
   // dO's stage of the block once read (64 x D x 2 bytes either way) for the dQ warp's turn.
   static constexpr bool kdQThroughSmem = false;
+  static constexpr int kdQAccumVec = 1;  // red.global.add: one element per run keeps a warp's 32 adds contiguous
   static constexpr int kStageElems = kBlockM * kHeadDim;  // one Q or dO stage
   static constexpr int kdQElems = kBlockM * kHeadDim;
   static constexpr int kdQHalfElems = kdQElems / kNumMmaWarpGroups;

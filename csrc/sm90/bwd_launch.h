@@ -35,12 +35,14 @@ void launch_bwd(BwdParams const& params, cudaStream_t stream) {
   // The kernel and the postprocess start while the kernel before each still runs (their prologues and launch
   // latency hidden); each waits for it before reading its outputs (wait_for_prior_grid).
   constexpr int kSmemBytes = Traits::kSmemBytes;
-  auto kernel = varlen ? &bwd_kernel<Traits, kCausal, true> : &bwd_kernel<Traits, kCausal, false>;
+  constexpr auto kVarlenKernel = &bwd_kernel<Traits, kCausal, true>;
+  constexpr auto kFixedKernel = &bwd_kernel<Traits, kCausal, false>;
   if (varlen) {
-    allow_dynamic_smem<&bwd_kernel<Traits, kCausal, true>, kSmemBytes>();
+    allow_dynamic_smem<kVarlenKernel, kSmemBytes>();
   } else {
-    allow_dynamic_smem<&bwd_kernel<Traits, kCausal, false>, kSmemBytes>();
+    allow_dynamic_smem<kFixedKernel, kSmemBytes>();
   }
+  auto const kernel = varlen ? kVarlenKernel : kFixedKernel;
   // Varlen: the sequences' K/V blocks one after another, at most total_k / kBlockN plus one partial block each
   // (the prepass's kv_block_table gives each CTA its sequence and block); fixed length: (K/V blocks, heads, batch).
   dim3 const grid = varlen ? dim3(varlen_grid_x(params), params.heads_q, 1)

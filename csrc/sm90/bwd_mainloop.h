@@ -383,8 +383,8 @@ struct BwdMainloop {
       // This warpgroup's chunk of dQ: it meets only the dQ warp here, not the other warpgroup.
       NamedBarrier::sync(kdQThreads, uint32_t(BwdNamedBarrierId::kdQEmptyFirst) + warp_group);
       CUTE_STATIC_ASSERT_V(size(tdQrdQ) == size<1>(sdQ));
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(tdQrdQ); ++i) { sdQ(thread_idx, i, dq_buffer) = tdQrdQ(i); }
+      copy(AutoVectorizingCopyWithAssumedAlignment<128>{}, make_tensor(tdQrdQ.data(), make_layout(size(tdQrdQ))),
+           sdQ(thread_idx, _, dq_buffer));  // 16-byte stores, runs of kdQAccumVec
       dq_buffer = dq_buffer + 1 < Traits::kdQStages ? dq_buffer + 1 : 0;
       cutlass::arch::fence_view_async_shared();  // visible to the bulk reduction (async proxy)
       NamedBarrier::arrive(kdQThreads, uint32_t(BwdNamedBarrierId::kdQFullFirst) + warp_group);

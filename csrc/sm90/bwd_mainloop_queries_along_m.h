@@ -73,14 +73,14 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
     if (bwd.dq_semaphore == nullptr) { return; }
     wait_for_prior_grid();  // the preprocess has zeroed the dQ accumulator
     float* const dq_accum_head = bwd.dq_accum_ptr + (seq.q_accum_offset() + int64_t(bidh) * seq.q_accum_rows()) * kHeadDim;
-    int stage = 0;  // the consumers' pipeline stage of the block, which starts at 0
-    uint32_t phase = 0;
+    typename Traits::PipelineQdO::PipelineState state;  // the consumers' stage of the block: theirs start at 0
     QBlockWalk const walk = Base::q_walk(bwd, range, n_block);
     for (int i = 0; i < walk.count; ++i) {
       int const m_block = walk[i];
       int* const counter = Base::dq_counter(Base::dq_turnstiles(bwd, seq, bidh), m_block);
       if (lane0) { turnstile_spin(counter, Base::dq_turn(seq, m_block, n_block)); }
-      shared.barrier_dq_full[stage].wait(phase);
+      int const stage = state.index();
+      shared.barrier_dq_full[stage].wait(state.phase());
       CUTLASS_PRAGMA_UNROLL
       for (int wg = 0; wg < Traits::kNumMmaWarpGroups; ++wg) {
         if (lane0) {
@@ -98,10 +98,7 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
         turnstile_release(counter);
       }
       __syncwarp();
-      if (++stage == Traits::kStages) {
-        stage = 0;
-        phase ^= 1;
-      }
+      ++state;
     }
   }
 
@@ -219,8 +216,9 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
       warpgroup_wait<1>();  // dQ done; dK^T still running
       warpgroup_fence_operand(tdQrdQ);
       if (!deterministic) {
-        Tensor tdQgdQ = sm80::accum_block<kBlockM, kHeadDim, kNumMmaThreads, Traits::kdQAccumGroupThreads>(
-            bwd.dq_accum_ptr, dq_accum_rows, m_block)(thread_idx, _);  // (elements)
+        Tensor tdQgdQ = sm80::accum_block<kBlockM, kHeadDim, kNumMmaThreads, Traits::kdQAccumGroupThreads,
+                                          Traits::kdQAccumVec>(bwd.dq_accum_ptr, dq_accum_rows, m_block)(
+            thread_idx, _);  // (elements)
         sm80::atomic_add_accum(tdQgdQ, tdQrdQ);
       }
       warpgroup_wait<0>();
