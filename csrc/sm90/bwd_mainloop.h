@@ -284,8 +284,10 @@ struct BwdMainloop {
     typename Traits::TiledMmadKV tiled_mma_dkv;
     typename Traits::TiledMmadQ tiled_mma_dq;
     auto thr_mma_sdp = tiled_mma_sdp.get_thread_slice(thread_idx);
-    auto thr_mma_dkv = tiled_mma_dkv.get_thread_slice(thread_idx);
-    auto thr_mma_dq = tiled_mma_dq.get_thread_slice(thread_idx);
+    int const warp_group = cutlass::canonical_warp_group_idx() - 1;  // consumer warpgroup, warp-uniform
+    auto wg_mma_sdp = warpgroup_slice(tiled_mma_sdp, warp_group);
+    auto wg_mma_dkv = warpgroup_slice(tiled_mma_dkv, warp_group);
+    auto wg_mma_dq = warpgroup_slice(tiled_mma_dq, warp_group);
 
     Tensor sQ = make_tensor(make_smem_ptr(shared.smem_q.data()), typename Traits::SmemLayoutQ{});     // (M, D, stage)
     Tensor sdO = make_tensor(make_smem_ptr(shared.smem_do.data()), typename Traits::SmemLayoutdO{});  // (M, D, stage)
@@ -298,17 +300,16 @@ struct BwdMainloop {
     Tensor sD = make_tensor(make_smem_ptr(shared.smem_dsum.data()), typename Traits::SmemLayoutRowStatsMma{});
     Tensor sdQ = make_tensor(make_smem_ptr(shared.smem_dq.data()), typename Traits::SmemLayoutdQ{});  // (thread, element, buffer)
     int dq_buffer = 0;
-    int const warp_group = thread_idx / cutlass::NumThreadsPerWarpGroup;
     constexpr int kdQThreads = cutlass::NumThreadsPerWarpGroup + cutlass::NumThreadsPerWarp;
 
     // S^T = K.Q^T and dP^T = V.dO^T (their K and V operands: in the step)
-    Tensor tSrQ = thr_mma_sdp.partition_fragment_B(sQ);     // (MMA, MMA_M, MMA_D, stage)
-    Tensor tdPrdO = thr_mma_sdp.partition_fragment_B(sdO);  // (MMA, MMA_M, MMA_D, stage)
+    Tensor tSrQ = wg_mma_sdp.partition_fragment_B(sQ);     // (MMA, MMA_M, MMA_D, stage)
+    Tensor tdPrdO = wg_mma_sdp.partition_fragment_B(sdO);  // (MMA, MMA_M, MMA_D, stage)
     // dV += P^T.dO and dK += dS^T.Q: the B operands, transposed views
-    Tensor tdVrdOt = thr_mma_dkv.partition_fragment_B(sdOt);  // (MMA, MMA_D, MMA_M, stage)
-    Tensor tdKrQt = thr_mma_dkv.partition_fragment_B(sQt);    // (MMA, MMA_D, MMA_M, stage)
+    Tensor tdVrdOt = wg_mma_dkv.partition_fragment_B(sdOt);  // (MMA, MMA_D, MMA_M, stage)
+    Tensor tdKrQt = wg_mma_dkv.partition_fragment_B(sQt);    // (MMA, MMA_D, MMA_M, stage)
     // dQ = dS.K
-    Tensor tdQrdS = thr_mma_dq.partition_fragment_A(sdS);  // (MMA, MMA_M, MMA_N, stage)
+    Tensor tdQrdS = wg_mma_dq.partition_fragment_A(sdS);  // (MMA, MMA_M, MMA_N, stage)
 
     // dS^T registers -> dS in shared memory, transposed by stmatrix.
     auto smem_tiled_copy_dS = make_tiled_copy_C(typename Traits::SmemCopyAtomdS{}, tiled_mma_sdp);
@@ -330,9 +331,9 @@ struct BwdMainloop {
       Tensor sK = make_tensor(make_smem_ptr(k_ptr), typename Traits::SmemLayoutK{});    // (N, D)
       Tensor sKt = make_tensor(make_smem_ptr(k_ptr), typename Traits::SmemLayoutKt{});  // (D, N)
       Tensor sV = make_tensor(make_smem_ptr(v_ptr), typename Traits::SmemLayoutV{});    // (N, D)
-      Tensor tSrK = thr_mma_sdp.partition_fragment_A(sK);     // (MMA, MMA_N, MMA_D)
-      Tensor tdPrV = thr_mma_sdp.partition_fragment_A(sV);    // (MMA, MMA_N, MMA_D)
-      Tensor tdQrKt = thr_mma_dq.partition_fragment_B(sKt);   // (MMA, MMA_D, MMA_N)
+      Tensor tSrK = wg_mma_sdp.partition_fragment_A(sK);     // (MMA, MMA_N, MMA_D)
+      Tensor tdPrV = wg_mma_sdp.partition_fragment_A(sV);    // (MMA, MMA_N, MMA_D)
+      Tensor tdQrKt = wg_mma_dq.partition_fragment_B(sKt);   // (MMA, MMA_D, MMA_N)
       CUTE_STATIC_ASSERT_V(size<2>(tSrK) == size<2>(tSrQ));     // S^T: the head-dim k-blocks pair up
       CUTE_STATIC_ASSERT_V(size<2>(tdQrdS) == size<2>(tdQrKt)); // dQ: the key k-blocks pair up
       Tensor tSrS = partition_fragment_C(tiled_mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});   // (MMA, MMA_N, MMA_M)

@@ -113,8 +113,10 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
     typename Traits::TiledMmadKV tiled_mma_dkv;
     typename Traits::TiledMmadQ tiled_mma_dq;
     auto thr_mma_sdp = tiled_mma_sdp.get_thread_slice(thread_idx);
-    auto thr_mma_dkv = tiled_mma_dkv.get_thread_slice(thread_idx);
-    auto thr_mma_dq = tiled_mma_dq.get_thread_slice(thread_idx);
+    int const warp_group = cutlass::canonical_warp_group_idx() - 1;  // consumer warpgroup, warp-uniform
+    auto wg_mma_sdp = warpgroup_slice(tiled_mma_sdp, warp_group);
+    auto wg_mma_dkv = warpgroup_slice(tiled_mma_dkv, warp_group);
+    auto wg_mma_dq = warpgroup_slice(tiled_mma_dq, warp_group);
 
     Tensor sQ = make_tensor(make_smem_ptr(shared.smem_q.data()), typename Traits::SmemLayoutQ{});      // (M, D, stage)
     Tensor sdO = make_tensor(make_smem_ptr(shared.smem_do.data()), typename Traits::SmemLayoutdO{});   // (M, D, stage)
@@ -129,16 +131,16 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
     Tensor sD = make_tensor(make_smem_ptr(shared.smem_dsum.data()), typename Traits::SmemLayoutRowStatsMma{});
 
     // S = Q.K^T and dP = dO.V^T (their K and V operands: in the step)
-    Tensor tSrQ = thr_mma_sdp.partition_fragment_A(sQ);     // (MMA, MMA_M, MMA_D, stage)
-    Tensor tdPrdO = thr_mma_sdp.partition_fragment_A(sdO);  // (MMA, MMA_M, MMA_D, stage)
+    Tensor tSrQ = wg_mma_sdp.partition_fragment_A(sQ);     // (MMA, MMA_M, MMA_D, stage)
+    Tensor tdPrdO = wg_mma_sdp.partition_fragment_A(sdO);  // (MMA, MMA_M, MMA_D, stage)
     // dV^T += dO^T.P and dK^T += Q^T.dS
-    Tensor tdVrdOt = thr_mma_dkv.partition_fragment_A(sdOt);  // (MMA, MMA_D, MMA_M, stage)
-    Tensor tdVrPt = thr_mma_dkv.partition_fragment_B(sPt);    // (MMA, MMA_N, MMA_M, stage)
-    Tensor tdKrQt = thr_mma_dkv.partition_fragment_A(sQt);    // (MMA, MMA_D, MMA_M, stage)
-    Tensor tdKrdSt = thr_mma_dkv.partition_fragment_B(sdSt);  // (MMA, MMA_N, MMA_M, stage)
+    Tensor tdVrdOt = wg_mma_dkv.partition_fragment_A(sdOt);  // (MMA, MMA_D, MMA_M, stage)
+    Tensor tdVrPt = wg_mma_dkv.partition_fragment_B(sPt);    // (MMA, MMA_N, MMA_M, stage)
+    Tensor tdKrQt = wg_mma_dkv.partition_fragment_A(sQt);    // (MMA, MMA_D, MMA_M, stage)
+    Tensor tdKrdSt = wg_mma_dkv.partition_fragment_B(sdSt);  // (MMA, MMA_N, MMA_M, stage)
     CUTE_STATIC_ASSERT_V(size<2>(tdVrdOt) == size<2>(tdVrPt));  // the query k-blocks pair up
     // dQ = dS.K
-    Tensor tdQrdS = thr_mma_dq.partition_fragment_A(sdS);  // (MMA, MMA_M, MMA_N, stage)
+    Tensor tdQrdS = wg_mma_dq.partition_fragment_A(sdS);  // (MMA, MMA_M, MMA_N, stage)
 
     // P and dS registers -> shared memory, as they are.
     auto smem_tiled_copy_PdS = make_tiled_copy_C(typename Traits::SmemCopyAtomPdS{}, tiled_mma_sdp);
@@ -155,7 +157,6 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
     // Deterministic: this warpgroup's half of dQ, parked over Q's (warpgroup 0) or dO's (warpgroup 1) stage once
     // read: (thread, element), sm80/gmem.h accum_block's order with one chunk per warpgroup.
     bool const deterministic = bwd.dq_semaphore != nullptr;
-    int const warp_group = thread_idx / cutlass::NumThreadsPerWarpGroup;
     int const thread_in_group = thread_idx % cutlass::NumThreadsPerWarpGroup;
     Element* const dq_half_stages = warp_group == 0 ? shared.smem_q.data() : shared.smem_do.data();
 
@@ -169,9 +170,9 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
       Tensor sK = make_tensor(make_smem_ptr(k_ptr), typename Traits::SmemLayoutK{});    // (N, D)
       Tensor sKt = make_tensor(make_smem_ptr(k_ptr), typename Traits::SmemLayoutKt{});  // (D, N)
       Tensor sV = make_tensor(make_smem_ptr(v_ptr), typename Traits::SmemLayoutV{});    // (N, D)
-      Tensor tSrK = thr_mma_sdp.partition_fragment_B(sK);    // (MMA, MMA_N, MMA_D)
-      Tensor tdPrV = thr_mma_sdp.partition_fragment_B(sV);   // (MMA, MMA_N, MMA_D)
-      Tensor tdQrKt = thr_mma_dq.partition_fragment_B(sKt);  // (MMA, MMA_D, MMA_N)
+      Tensor tSrK = wg_mma_sdp.partition_fragment_B(sK);    // (MMA, MMA_N, MMA_D)
+      Tensor tdPrV = wg_mma_sdp.partition_fragment_B(sV);   // (MMA, MMA_N, MMA_D)
+      Tensor tdQrKt = wg_mma_dq.partition_fragment_B(sKt);  // (MMA, MMA_D, MMA_N)
       CUTE_STATIC_ASSERT_V(size<2>(tSrQ) == size<2>(tSrK));      // S: the head-dim k-blocks pair up
       CUTE_STATIC_ASSERT_V(size<2>(tdQrdS) == size<2>(tdQrKt));  // dQ: the key k-blocks pair up
       Tensor tSrS = partition_fragment_C(tiled_mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});    // (MMA, MMA_M, MMA_N)

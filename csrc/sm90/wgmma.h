@@ -29,6 +29,16 @@ CUTLASS_DEVICE void wgmma_gemm(TiledMma& tiled_mma, TensorA&& tCrA, TensorB&& tC
   if constexpr (kARegisters) { warpgroup_fence_operand(tCrA); }
 }
 
+// The slice of a TiledMma over several warpgroups whose shared-memory operands (GMMA descriptors) a warpgroup
+// reads: they depend on the warpgroup alone. With a warp-uniform warp_group (cutlass::canonical_warp_group_idx, a
+// shuffle from lane 0) ptxas keeps the descriptors in uniform registers; sliced by a thread index it computed
+// them per thread and moved them into uniform registers before every wgmma (R2UR). Accumulators and
+// register operands still take get_thread_slice.
+template <class TiledMma>
+CUTLASS_DEVICE auto warpgroup_slice(TiledMma const& tiled_mma, int warp_group) {
+  return tiled_mma.get_slice(warp_group * cutlass::NumThreadsPerWarpGroup);
+}
+
 // The wgmma accumulator ((2 cols, 2 rows, N/8), MMA_M, MMA_N) holds, per 16 columns, exactly the registers of the
 // RS A operand ((2 cols, 2 rows, 2 col halves), MMA_M, MMA_K): regroup N/8 as (2, N/16). A 16-bit copy of the
 // accumulator laid out like it (convert_into) is then the A operand of a gemm whose K mode is the N mode here.
