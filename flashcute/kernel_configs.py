@@ -613,7 +613,8 @@ class Sm90BwdConfig(_ElementConfig):
         with one chunk per consumer warpgroup and runs of DQ_ACCUM_VEC elements (16-byte stores)."""
         chunk = self.block_m * self.head_dim // self.n_mma_warpgroups
         vec = DQ_ACCUM_VEC
-        return Layout(((Int(128), Int(self.n_mma_warpgroups)), (Int(vec), Int(chunk // 128 // vec)), Int(self.dq_stages)),
+        return Layout(((Int(128), Int(self.n_mma_warpgroups)), (Int(vec), Int(chunk // 128 // vec)),
+                       Int(self.dq_stages)),
                       ((Int(vec), Int(chunk)), (Int(1), Int(128 * vec)), Int(self.block_m * self.head_dim)))
 
     @property

@@ -90,6 +90,14 @@ struct SeqInfoOf {
   __host__ __device__ int64_t k_accum_rows() const {
     return varlen() ? accum_rows_varlen(params.total_k, params.batch) : round_up_accum_rows(params.seqlen_k);
   }
+  // Head `head`'s first row of this sequence (a query head for dQ and the row workspaces, a key/value head for dK
+  // and dV).
+  __host__ __device__ int64_t q_accum_head_row(int head) const {
+    return q_accum_offset() + int64_t(head) * q_accum_rows();
+  }
+  __host__ __device__ int64_t k_accum_head_row(int head) const {
+    return k_accum_offset() + int64_t(head) * k_accum_rows();
+  }
   // The deterministic mode's semaphores (BwdParams dq_semaphore / dkv_semaphore), one per kBwdSemaphoreRows
   // rows, laid out like the accumulators: this sequence's first, and the count between heads.
   __host__ __device__ int64_t q_semaphore_offset() const {

@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_kernel(__grid_constant_
     Tensor sV = make_tensor(make_smem_ptr(shared.v), typename Traits::SmemLayoutKV{});
     BwdEpilogue<Traits>::store(acc_dk, acc_dv, gdK, gdV, sK, sV, kv_row_end, params.head_dim, tidx);
   } else {
-    int64_t const accum_rows = seq.k_accum_offset() + int64_t(bidh_kv) * seq.k_accum_rows();
+    int64_t const accum_rows = seq.k_accum_head_row(bidh_kv);
     auto thread_slots = [&](float* accum) {  // this thread's slots of the K/V block in a float32 accumulator
       return accum_block<Traits::kBlockN, Traits::kHeadDim, Traits::kNThreads>(accum, accum_rows, n_block)(tidx, _);
     };

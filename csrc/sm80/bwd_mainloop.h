@@ -132,7 +132,7 @@ struct BwdMainloop {
     auto smem_thr_copy_Kt = smem_tiled_copy_Kt.get_thread_slice(tidx);
     Tensor tdQsdS = smem_thr_copy_dS.partition_S(sdS);
     Tensor tdQsKt = smem_thr_copy_Kt.partition_S(sKt);
-    int64_t const dq_accum_rows = seq.q_accum_offset() + int64_t(bidh) * seq.q_accum_rows();
+    int64_t const dq_accum_rows = seq.q_accum_head_row(bidh);
 
     // (row, col) inside the S block of each score this thread holds: masking, and the LSE / D of its rows.
     Tensor tScS = make_rowcol(thr_mma_sdp.partition_C(make_identity_tensor(select<0, 1>(TileShape_MNK{}))));

@@ -55,8 +55,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_postprocess_kernel(__gr
   auto [mdO, mdQ, mdK, mdV] = make_grad_tensors<Element>(params, seq, bidh, bidh);
   float* const accum = kGrad == Grad::kDQ ? params.dq_accum_ptr
                        : kGrad == Grad::kDK ? params.dk_accum_ptr : params.dv_accum_ptr;
-  int64_t const accum_rows = Of::kIsDQ ? seq.q_accum_offset() + int64_t(bidh) * seq.q_accum_rows()
-                                       : seq.k_accum_offset() + int64_t(bidh) * seq.k_accum_rows();
+  int64_t const accum_rows = Of::kIsDQ ? seq.q_accum_head_row(bidh) : seq.k_accum_head_row(bidh);
   auto const& mOut = kGrad == Grad::kDQ ? mdQ : kGrad == Grad::kDK ? mdK : mdV;  // (rows, d)
   int const row_end = (Of::kIsDQ ? seq.seqlen_q() : seq.seqlen_k()) - block * kBlockRows;
   if (row_end <= 0) { return; }  // past a shorter sequence of a variable-length batch

@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_preprocess_kernel(__gri
   // Zero this block of the dQ accumulator.
   Tensor tdQgdQaccum = accum_block<kBlockM, Traits::kHeadDim, Traits::kNThreads, Traits::kdQAccumGroupThreads,
                                    Traits::kdQAccumVec>(
-      params.dq_accum_ptr, seq.q_accum_offset() + int64_t(bidh) * seq.q_accum_rows(), m_block)(tidx, _);
+      params.dq_accum_ptr, seq.q_accum_head_row(bidh), m_block)(tidx, _);
   Tensor zeros = make_fragment_like(tdQgdQaccum);
   clear(zeros);
   copy(AutoVectorizingCopyWithAssumedAlignment<128>{}, zeros, tdQgdQaccum);  // 16-byte stores where runs allow

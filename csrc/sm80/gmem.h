@@ -54,7 +54,7 @@ CUTE_DEVICE auto make_grad_tensors(BwdParams const& p, SeqInfo const& seq, int h
 // One (batch, query head)'s rows of a backward per-row workspace (common/params.h BwdParams dsoftmax_sum_ptr,
 // lse_log2_ptr): (its rows in dq_accum, padding included).
 CUTE_DEVICE auto make_row_workspace_tensor(float* base, SeqInfo const& seq, int head) {
-  return make_tensor(make_gmem_ptr(base + seq.q_accum_offset() + head * seq.q_accum_rows()),
+  return make_tensor(make_gmem_ptr(base + seq.q_accum_head_row(head)),
                      make_shape(int(seq.q_accum_rows())));
 }
 
@@ -65,7 +65,7 @@ CUTE_DEVICE auto make_row_workspace_tensor(float* base, SeqInfo const& seq, int 
 // g * kGroupThreads * elements + i * kGroupThreads + t): the SM90 backward's consumer warpgroups hand their dQ on
 // one at a time. With kVec > 1 a thread's elements go in runs of kVec (element i of thread t at
 // (i / kVec * kGroupThreads + t) * kVec + i % kVec), so that a warp moves them with 16-byte instructions.
-// head_rows: the (batch, head)'s first row (SeqInfo's q_accum_offset() + head * q_accum_rows(), or the k_ ones).
+// head_rows: the (batch, head)'s first row (SeqInfo's q_accum_head_row or k_accum_head_row).
 // -> (kThreads, elements per thread)
 template <int kBlockRows, int kHeadDim, int kThreads, int kGroupThreads = kThreads, int kVec = 1>
 CUTE_DEVICE auto accum_block(float* base, int64_t head_rows, int block) {

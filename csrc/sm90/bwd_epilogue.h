@@ -97,7 +97,7 @@ struct BwdEpilogue {
   template <class FragdKV>
   CUTLASS_DEVICE static void add(BwdParams const& bwd, SeqInfo const& seq, FragdKV const& tdKrdK,
                                  FragdKV const& tdVrdV, int n_block, int bidh, int bidh_kv, int thread_idx) {
-    int64_t const accum_rows = seq.k_accum_offset() + int64_t(bidh_kv) * seq.k_accum_rows();
+    int64_t const accum_rows = seq.k_accum_head_row(bidh_kv);
     auto thread_slots = [&](float* accum) {
       return sm80::accum_block<kBlockN, Traits::kHeadDim, kNumMmaThreads>(accum, accum_rows, n_block)(thread_idx, _);
     };

@@ -218,8 +218,9 @@ struct BwdKernelTraitsQueriesAlongM : BwdKernelTraitsCommon<Element_, kHeadDim_>
   static constexpr int kdQHalfElems = kdQElems / kNumMmaWarpGroups;
   static_assert(kdQHalfElems * sizeof(float) == kStageElems * sizeof(Element), "a dQ half fills one stage");
   static_assert(cosize_v<SmemLayoutQ> == kStageElems * kStages, "the stages lie one after another");
-  using SmemLayoutdQHalf = Layout<Shape<Int<cutlass::NumThreadsPerWarpGroup>, Int<kdQHalfElems / cutlass::NumThreadsPerWarpGroup>>,
-                                  Stride<_1, Int<cutlass::NumThreadsPerWarpGroup>>>;  // (thread, element)
+  using SmemLayoutdQHalf =
+      Layout<Shape<Int<cutlass::NumThreadsPerWarpGroup>, Int<kdQHalfElems / cutlass::NumThreadsPerWarpGroup>>,
+             Stride<_1, Int<cutlass::NumThreadsPerWarpGroup>>>;  // (thread, element)
   // Per stage, every consumer thread arrives once its part of the dQ halves is parked: an mbarrier, since the
   // consumers may park two blocks ahead of the dQ warp (a named barrier's count would run into the next block's).
   using BarrierdQFull = cutlass::arch::ClusterBarrier;

@@ -242,7 +242,7 @@ struct BwdMainloop {
     constexpr int kChunk = Traits::kdQChunkElems;
     bool const lane0 = cute::elect_one_sync();
     wait_for_prior_grid();  // the preprocess has zeroed the dQ accumulator
-    float* const dq_accum_head = bwd.dq_accum_ptr + (seq.q_accum_offset() + int64_t(bidh) * seq.q_accum_rows()) * kHeadDim;
+    float* const dq_accum_head = bwd.dq_accum_ptr + seq.q_accum_head_row(bidh) * kHeadDim;
     int* const turnstiles = dq_turnstiles(bwd, seq, bidh);
     QBlockWalk const walk = q_walk(bwd, range, n_block);
     for (int i = 0; i < walk.count; ++i) {

@@ -72,7 +72,7 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
     // runs of the head-dim-192 packed-batch kernel spun on address 0 (benchmarks/notes.md#d-sm90-bwd-queries-along-m).
     if (bwd.dq_semaphore == nullptr) { return; }
     wait_for_prior_grid();  // the preprocess has zeroed the dQ accumulator
-    float* const dq_accum_head = bwd.dq_accum_ptr + (seq.q_accum_offset() + int64_t(bidh) * seq.q_accum_rows()) * kHeadDim;
+    float* const dq_accum_head = bwd.dq_accum_ptr + seq.q_accum_head_row(bidh) * kHeadDim;
     typename Traits::PipelineQdO::PipelineState state;  // the consumers' stage of the block: theirs start at 0
     QBlockWalk const walk = Base::q_walk(bwd, range, n_block);
     for (int i = 0; i < walk.count; ++i) {
@@ -153,7 +153,7 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
     int const kv_row_end = seq.seqlen_k() - n_block * kBlockN;
 
     // dQ's float32 accumulator rows of this head.
-    int64_t const dq_accum_rows = seq.q_accum_offset() + int64_t(bidh) * seq.q_accum_rows();
+    int64_t const dq_accum_rows = seq.q_accum_head_row(bidh);
     // Deterministic: this warpgroup's half of dQ, parked over Q's (warpgroup 0) or dO's (warpgroup 1) stage once
     // read: (thread, element), sm80/gmem.h accum_block's order with one chunk per warpgroup.
     bool const deterministic = bwd.dq_semaphore != nullptr;

@@ -19,8 +19,8 @@ import re
 from .. import kernel_configs, kernel_table
 
 MEASURED_WITH = ("CUDA 13.0, CUTLASS 4.2.0, csrc at fea3f70 (SM80 rows; SM90 forward rows at bc3d0ca, the fixed-length "
-                 "instantiations; SM90 backward rows at 04423ea, hdim 192 at 0f6830c, hdims 64, 128 and 256 re-checked at "
-                 "12c56f5)")
+                 "instantiations; SM90 backward rows at 04423ea, hdim 192 at 0f6830c, hdims 64, 128 and 256 "
+                 "re-checked at 12c56f5)")
 
 # (kernel_table row name, dtype, ptxas target, causal) -> (registers, spill store bytes, spill load bytes); the
 # registers are None where derived (SM90). One SM80 row compiles into a non-causal and a causal kernel.

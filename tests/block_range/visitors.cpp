@@ -1,7 +1,8 @@
 // Host-side check of the backward's block ranges (csrc/common/block_range.h): for every Q block, the K/V blocks
 // whose q_block_range contains it are exactly [0, kv_blocks_visiting) (the prefix the deterministic modes order
 // their dQ additions by), the decode kernel's splits of a K/V range (check_splits), and the deterministic
-// non-causal turns of rotated walks (check_rotated_turns). Built with g++ by tests/test_block_range.py; prints one line per mismatch, then "checked N".
+// non-causal turns of rotated walks (check_rotated_turns). Built with g++ by tests/test_block_range.py; prints
+// one line per mismatch, then "checked N".
 #include <algorithm>
 #include <cstdio>
 
