@@ -28,4 +28,4 @@ def test_block_ranges_and_deterministic_turns():
         pytest.fail(f"cannot build {PROGRAM.relative_to(ROOT)}: {e}")
     r = subprocess.run([str(binary)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    assert r.stdout.strip().endswith("checked 3649")
+    assert r.stdout.strip().endswith("checked 8449")

@@ -175,6 +175,41 @@ def test_causal_top_left(library, head_dim, seqlen_q, seqlen_k, backend):
     check_bwd(q, k, v, make_dout(q, "bhsd", seed + 1), causal=True, backend=backend, top_left=True)
 
 
+DETERMINISTIC_LONG = """
+import sys, torch, flashcute
+seqlen = int(sys.argv[1])
+torch.manual_seed(0)
+q = torch.randn(1, seqlen, 1, 64, device="cuda", dtype=torch.bfloat16)
+k, v, dout = torch.randn_like(q), torch.randn_like(q), torch.randn_like(q)
+out, lse = torch.ops.flashcute.fwd(q, k, v, None, False, False, "sm90")
+run = lambda det: torch.ops.flashcute.bwd(dout, q, k, v, out, lse, None, False, False, det, "sm90")
+first, again, default = run(True), run(True), run(False)
+same = all(torch.equal(a, b) for a, b in zip(first, again))
+diff = max(((a.float() - c.float()).abs().max() / c.float().abs().max()).item() for a, c in zip(first, default))
+print(same, diff)
+"""
+
+
+def test_deterministic_with_more_key_blocks_than_sms(library):
+    # Deterministic and non-causal, the K/V blocks of a head take their dQ turns in a rotated order, each waiting
+    # for blocks that must be resident with it: with more K/V blocks per head than SMs that must still finish (in
+    # a subprocess, so that a deadlock fails the test rather than hanging the run).
+    skip_unless_built(torch.bfloat16, 64, "sm90")
+    import subprocess
+    import sys
+    key_blocks = torch.cuda.get_device_properties(0).multi_processor_count + 3
+    seqlen = 128 * key_blocks + 17  # hdim 64's SM90 backward: 128-key blocks; a ragged last one
+    try:
+        r = subprocess.run([sys.executable, "-c", DETERMINISTIC_LONG, str(seqlen)], capture_output=True, text=True,
+                           timeout=180)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the deterministic backward at seqlen {seqlen} did not finish in 180 s (deadlock)")
+    assert r.returncode == 0, r.stderr[-2000:]
+    same, diff = r.stdout.split()[-2:]
+    assert same == "True", "two deterministic runs differ"
+    assert float(diff) < 2e-2, f"deterministic and default gradients differ by {diff} of their largest value"
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_rows_without_keys_get_zero_dq_and_give_nothing(library, backend):
     # Bottom-right causal, sq > sk: the first sq - sk = 200 query rows see no key.

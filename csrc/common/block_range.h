@@ -73,18 +73,28 @@ struct QBlockWalk {
   }
 };
 
-// The SM90 backward's deterministic non-causal order: K/V block n of n_blocks walks the m_blocks Q blocks from
-// block n mod m_blocks on, so it is at step s = (m - n) mod m_blocks of its walk at Q block m, and the blocks of a
-// head reach a Q block at different steps. dQ block m is added in order of (step, n): the turn of block n is the
-// number of K/V blocks at an earlier step there, or at the same step with a lower n.
-__host__ __device__ inline int rotated_walk_turn(int n_blocks, int m_blocks, int m_block, int n_block) {
-  int const per_residue = n_blocks / m_blocks, extra = n_blocks % m_blocks;  // residues below `extra` have one more
-  int const step = (m_block - n_block % m_blocks + m_blocks) % m_blocks;
+// The SM90 backward's deterministic non-causal order. The K/V blocks of a head go in groups of `group`
+// consecutive blocks; block n, the j-th of its group (j = n mod group), walks the m_blocks Q blocks from block
+// j mod m_blocks on (rotated_walk_start), so it is at step s = (m - j) mod m_blocks of its walk at Q block m, and
+// the blocks of a group reach a Q block at different steps. dQ block m is added group after group, and within a
+// group in order of (step, j): the turn of block n is the number of K/V blocks in earlier groups, plus those of its
+// group at an earlier step there, or at the same step with a lower j. A block thus waits only for lower blocks
+// (launched before it) and for the blocks of its group, which must be resident with it: `group` is at most the
+// CTAs the GPU runs at once (the SM count, one backward CTA per SM).
+__host__ __device__ inline int rotated_walk_start(int n_block, int group, int m_blocks) {
+  return n_block % group % m_blocks;
+}
+__host__ __device__ inline int rotated_walk_turn(int n_blocks, int m_blocks, int m_block, int n_block, int group) {
+  int const first = n_block / group * group;  // the group's first block
+  int const size = min(group, n_blocks - first);
+  int const j = n_block - first;
+  int const per_residue = size / m_blocks, extra = size % m_blocks;  // residues below `extra` have one more
+  int const step = (m_block - j % m_blocks + m_blocks) % m_blocks;
   // The earlier steps' residues: m_block, m_block - 1, ..., m_block - step + 1 (mod m_blocks); those below extra.
   int const below = step <= m_block + 1
       ? max(0, min(m_block + 1, extra) - (m_block - step + 1))
       : min(m_block + 1, extra) + max(0, extra - (m_blocks - (step - m_block - 1)));
-  return step * per_residue + below + n_block / m_blocks;
+  return first + step * per_residue + below + j / m_blocks;
 }
 
 // The sequence owning block `block` of blocks numbered across the sequences one after another, first[b] being

@@ -204,9 +204,10 @@ struct BwdMainloop {
 
   // Deterministic mode: the turnstile of this head's Q blocks (null otherwise). The K/V blocks visiting a Q block,
   // a prefix [0, n_end) of them (common/block_range.h), add its dQ in a fixed order (dq_turn): without causal, by
-  // the step of their rotated walks (q_walk) at which they reach the Q block; with causal, decreasing n_block,
-  // since block n starts at the diagonal and a higher n_block reaches a given Q block sooner (in n_block order,
-  // each would wait for all the lower ones' longer walks).
+  // the step of their rotated walks (q_walk) at which they reach the Q block, in groups of at most the SM count
+  // (rotated_walk_turn: a block waits for the higher blocks of its group, which must be resident); with causal,
+  // decreasing n_block, since block n starts at the diagonal and a higher n_block reaches a given Q block sooner
+  // (in n_block order, each would wait for all the lower ones' longer walks).
   CUTLASS_DEVICE static int* dq_turnstiles(BwdParams const& bwd, SeqInfo const& seq, int bidh) {
     return bwd.dq_semaphore == nullptr ? nullptr
         : bwd.dq_semaphore + seq.q_semaphore_offset() + int64_t(bidh) * seq.q_semaphores();
@@ -214,18 +215,21 @@ struct BwdMainloop {
   CUTLASS_DEVICE static int* dq_counter(int* turnstiles, int m_block) {
     return turnstiles + m_block * (kBlockM / kBwdSemaphoreRows);
   }
-  CUTLASS_DEVICE static int dq_turn(SeqInfo const& seq, int m_block, int n_block) {
+  CUTLASS_DEVICE static int dq_turn(BwdParams const& bwd, SeqInfo const& seq, int m_block, int n_block) {
     int const n_end = kv_blocks_visiting<kBlockM, kBlockN, kCausal>(seq, m_block);
     if constexpr (kCausal) { return n_end - 1 - n_block; }
-    return rotated_walk_turn(n_end, (seq.seqlen_q() + kBlockM - 1) / kBlockM, m_block, n_block);
+    return rotated_walk_turn(n_end, (seq.seqlen_q() + kBlockM - 1) / kBlockM, m_block, n_block,
+                             rotation_group(bwd));
   }
+  // The K/V blocks whose walks rotate together (rotated_walk_turn): at most the CTAs resident at once, one per SM.
+  CUTLASS_DEVICE static int rotation_group(BwdParams const& bwd) { return bwd.num_sms > 0 ? bwd.num_sms : 1; }
   // The order this K/V block walks its Q blocks in. Deterministic without causal, each K/V block of a head starts
   // at its own Q block (rotated_walk_turn), so that none waits at the dQ turnstile for the ones before it at every
   // Q block; with causal they start at the diagonal already.
   CUTLASS_DEVICE static QBlockWalk q_walk(BwdParams const& bwd, QBlockRange const& range, int n_block) {
     int const count = range.m_block_max - range.m_block_min;
     bool const rotate = !kCausal && bwd.dq_semaphore != nullptr && count > 0;
-    return {range.m_block_min, count, rotate ? n_block % count : 0};
+    return {range.m_block_min, count, rotate ? rotated_walk_start(n_block, rotation_group(bwd), count) : 0};
   }
 
   // The dQ warp of the producer warpgroup (all 32 lanes, lane 0 issues), where dQ goes through shared memory: each
@@ -256,7 +260,7 @@ struct BwdMainloop {
         NamedBarrier::arrive(kThreads, uint32_t(BwdNamedBarrierId::kdQEmptyFirst) + wg);
       });
       int* const counter = turnstiles == nullptr ? nullptr : dq_counter(turnstiles, m_block);
-      if (lane0 && counter != nullptr) { turnstile_spin(counter, dq_turn(seq, m_block, n_block)); }
+      if (lane0 && counter != nullptr) { turnstile_spin(counter, dq_turn(bwd, seq, m_block, n_block)); }
       for (int wg = 0; wg < kWarpGroups; ++wg) {
         NamedBarrier::sync(kThreads, uint32_t(BwdNamedBarrierId::kdQFullFirst) + wg);
         if (lane0) {

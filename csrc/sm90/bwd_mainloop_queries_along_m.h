@@ -78,7 +78,7 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
     for (int i = 0; i < walk.count; ++i) {
       int const m_block = walk[i];
       int* const counter = Base::dq_counter(Base::dq_turnstiles(bwd, seq, bidh), m_block);
-      if (lane0) { turnstile_spin(counter, Base::dq_turn(seq, m_block, n_block)); }
+      if (lane0) { turnstile_spin(counter, Base::dq_turn(bwd, seq, m_block, n_block)); }
       int const stage = state.index();
       shared.barrier_dq_full[stage].wait(state.phase());
       CUTLASS_PRAGMA_UNROLL

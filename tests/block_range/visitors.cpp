@@ -69,31 +69,46 @@ long check_splits(long& cases) {
   return bad;
 }
 
-// rotated_walk_turn: at each Q block, the turns of the K/V blocks are 0 .. n_blocks - 1, in order of (step of the
-// block's walk at which it reaches the Q block, block index), the walk of block n starting at n mod m_blocks.
+// rotated_walk_turn: at each Q block, the turns of the K/V blocks are 0 .. n_blocks - 1: the blocks of earlier
+// groups first, then those of the block's group in order of (step of the block's walk at which it reaches the Q
+// block, block index), the walk of the j-th block of a group starting at j mod m_blocks (rotated_walk_start). So
+// a block waits only for lower blocks and for those of its own group (deadlock-free when a group is resident).
 long check_rotated_turns(long& cases) {
   long bad = 0;
-  for (int n_blocks = 1; n_blocks <= 40; ++n_blocks) {
-    for (int m_blocks = 1; m_blocks <= 40; ++m_blocks) {
-      for (int m = 0; m < m_blocks; ++m) {
-        for (int n = 0; n < n_blocks; ++n) {
-          flashcute::QBlockWalk const walk{0, m_blocks, n % m_blocks};
-          int step = 0;
-          while (walk[step] != m) { ++step; }
-          int expected = 0;  // blocks reaching m at an earlier step, or at this step with a lower index
-          for (int other = 0; other < n_blocks; ++other) {
-            int const other_step = (m - other % m_blocks + m_blocks) % m_blocks;
-            expected += other_step < step || (other_step == step && other < n);
-          }
-          int const turn = flashcute::rotated_walk_turn(n_blocks, m_blocks, m, n);
-          if (turn != expected) {
-            std::printf("rotated turn n_blocks %d m_blocks %d m %d n %d: %d, expected %d\n", n_blocks, m_blocks, m, n,
-                        turn, expected);
-            ++bad;
+  for (int group : {1, 3, 7, 64}) {
+    for (int n_blocks = 1; n_blocks <= 40; ++n_blocks) {
+      for (int m_blocks = 1; m_blocks <= 40; ++m_blocks) {
+        for (int m = 0; m < m_blocks; ++m) {
+          auto step_of = [&](int n) {  // the step of block n's walk at Q block m
+            flashcute::QBlockWalk const walk{0, m_blocks, flashcute::rotated_walk_start(n, group, m_blocks)};
+            int step = 0;
+            while (walk[step] != m) { ++step; }
+            return step;
+          };
+          for (int n = 0; n < n_blocks; ++n) {
+            int expected = 0;  // blocks of earlier groups; of this group, at an earlier step or a lower index
+            for (int other = 0; other < n_blocks; ++other) {
+              bool const same_group = other / group == n / group;
+              expected += other / group < n / group ||
+                          (same_group && (step_of(other) < step_of(n) || (step_of(other) == step_of(n) && other < n)));
+            }
+            int const turn = flashcute::rotated_walk_turn(n_blocks, m_blocks, m, n, group);
+            if (turn != expected) {
+              std::printf("rotated turn group %d n_blocks %d m_blocks %d m %d n %d: %d, expected %d\n", group,
+                          n_blocks, m_blocks, m, n, turn, expected);
+              ++bad;
+            }
+            for (int other = n + 1; other < n_blocks; ++other) {  // waits only within its group among higher blocks
+              if (other / group != n / group &&
+                  flashcute::rotated_walk_turn(n_blocks, m_blocks, m, other, group) < turn) {
+                std::printf("block %d waits for the higher block %d of another group (group %d)\n", n, other, group);
+                ++bad;
+              }
+            }
           }
         }
+        ++cases;
       }
-      ++cases;
     }
   }
   return bad;
