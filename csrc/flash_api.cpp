@@ -462,6 +462,7 @@ struct KVCache {
   std::optional<at::Tensor> const& v_new;
   std::optional<at::Tensor> const& cache_seqlens;
   std::optional<at::Tensor> const& block_table;
+  std::optional<at::Tensor> const& cache_leftpad;
   int64_t num_splits;  // 0: the kernel's plan
 };
 
@@ -489,6 +490,7 @@ std::tuple<at::Tensor, at::Tensor> run_decode(char const* op, QKVShape const& s,
       params.num_pages = int(k.size(0));
     }
     if (cache->cache_seqlens) { params.seqused_k = cache->cache_seqlens->data_ptr<int>(); }
+    if (cache->cache_leftpad) { params.cache_leftpad = cache->cache_leftpad->data_ptr<int>(); }
     if (cache->k_new && cache->k_new->size(1) > 0) {
       at::Tensor const& k_new = *cache->k_new;
       at::Tensor const& v_new = *cache->v_new;
@@ -547,15 +549,17 @@ std::tuple<at::Tensor, at::Tensor> fwd(at::Tensor const& q, at::Tensor const& k,
 // Decoding against a KV cache: q (batch, seqlen_q, heads_q, head_dim); k_cache, v_cache (batch, capacity, heads_kv,
 // head_dim), or with block_table (batch, max_blocks) int32 paged (num_pages, page_size, heads_kv, head_dim);
 // cache_seqlens int32 (batch): the keys in each cache (none: full). k, v (batch, seqlen_new, heads_kv, head_dim): new
-// keys written into the caches at cache_seqlens (in place, where they fit) and attended to. Causal aligns each
-// sequence's diagonal bottom-right. The values of cache_seqlens and block_table are not checked (a host
-// synchronisation): the kernels clamp them to the caches.
+// keys written into the caches at cache_seqlens (in place, where they fit) and attended to. cache_leftpad int32
+// (batch), contiguous caches only: each sequence's keys start at that row (left padding before it). Causal aligns
+// each sequence's diagonal bottom-right. The values of cache_seqlens, cache_leftpad and block_table are not checked
+// (a host synchronisation): the kernels clamp them to the caches.
 std::tuple<at::Tensor, at::Tensor> fwd_kvcache(at::Tensor const& q, at::Tensor const& k_cache, at::Tensor const& v_cache,
                                                std::optional<at::Tensor> const& k, std::optional<at::Tensor> const& v,
                                                std::optional<at::Tensor> const& cache_seqlens,
                                                std::optional<at::Tensor> const& block_table,
                                                std::optional<double> softmax_scale, bool causal, int64_t num_splits,
-                                               c10::string_view backend) {
+                                               c10::string_view backend,
+                                               std::optional<at::Tensor> const& cache_leftpad) {
   char const* const op = "fwd_kvcache";
   bool const paged = block_table.has_value();
   char const* const cache_dims = paged ? "(num_pages, page_size, heads_kv, head_dim), paged by block_table"
@@ -585,6 +589,11 @@ std::tuple<at::Tensor, at::Tensor> fwd_kvcache(at::Tensor const& q, at::Tensor c
   QKVShape const s{batch, q.size(1), q.size(2), q.size(3), capacity, k_cache.size(2)};
   check_qkv_agree(op, q, k_cache, v_cache, s, "k_cache", "v_cache");
   if (cache_seqlens) { check_index_tensor(op, *cache_seqlens, "cache_seqlens", batch, "(batch,)", q); }
+  if (cache_leftpad) {
+    TORCH_CHECK(!paged, "flashcute.", op, ": cache_leftpad needs contiguous caches; it cannot be combined with "
+                "block_table (a paged cache's sequences start on a page of their own)");
+    check_index_tensor(op, *cache_leftpad, "cache_leftpad", batch, "(batch,)", q);
+  }
   TORCH_CHECK(k.has_value() == v.has_value(), "flashcute.", op, ": k and v (the new keys and values) must be given "
               "together, got ", k ? "k without v" : "v without k");
   if (k) {
@@ -603,7 +612,7 @@ std::tuple<at::Tensor, at::Tensor> fwd_kvcache(at::Tensor const& q, at::Tensor c
   TORCH_CHECK(backend_name != "sm90", "flashcute.", op, ": backend 'sm90' has no KV-cache decode kernel; use 'auto' "
               "or 'sm80' (the SM80 decode kernel runs on Hopper too)");
   double const scale = check_softmax_scale(op, softmax_scale, s.head_dim);
-  KVCache const cache{k, v, cache_seqlens, block_table, num_splits};
+  KVCache const cache{k, v, cache_seqlens, block_table, cache_leftpad, num_splits};
   return run_decode(op, s, q, k_cache, v_cache, scale, causal, false, backend_name, &cache);
 }
 

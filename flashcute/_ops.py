@@ -39,11 +39,12 @@ BWD_VARLEN_SCHEMA = (
 
 # Decoding against a KV cache (inference: no autograd): k_cache / v_cache (batch, capacity, hkv, d), or paged
 # (num_pages, page_size, hkv, d) through block_table (batch, max_blocks); k / v (batch, seqlen_new, hkv, d) are written
-# into the caches at cache_seqlens, in place (the schema says so), and attended to.
+# into the caches at cache_seqlens, in place (the schema says so), and attended to; cache_leftpad (batch,): where
+# each sequence's keys start in a contiguous cache.
 FWD_KVCACHE_SCHEMA = (
     "fwd_kvcache(Tensor q, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor? k=None, Tensor? v=None, "
     "Tensor? cache_seqlens=None, Tensor? block_table=None, float? softmax_scale=None, bool causal=False, "
-    'int num_splits=0, str backend="auto") -> (Tensor out, Tensor lse)'
+    'int num_splits=0, str backend="auto", Tensor? cache_leftpad=None) -> (Tensor out, Tensor lse)'
 )
 
 _lib = torch.library.Library("flashcute", "DEF")
@@ -131,17 +132,18 @@ def _bwd_varlen_fake(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_se
 
 @torch.library.impl(_lib, "fwd_kvcache", "CompositeExplicitAutograd")
 def _fwd_kvcache_load_and_call(q, k_cache, v_cache, k=None, v=None, cache_seqlens=None, block_table=None,
-                               softmax_scale=None, causal=False, num_splits=0, backend="auto"):
+                               softmax_scale=None, causal=False, num_splits=0, backend="auto", cache_leftpad=None):
     _require_cuda("fwd_kvcache", q=q, k_cache=k_cache, v_cache=v_cache)
     _build.load_library()
     return torch.ops.flashcute.fwd_kvcache.default.redispatch(
-        _CUDA, q, k_cache, v_cache, k, v, cache_seqlens, block_table, softmax_scale, causal, num_splits, backend
+        _CUDA, q, k_cache, v_cache, k, v, cache_seqlens, block_table, softmax_scale, causal, num_splits, backend,
+        cache_leftpad
     )
 
 
 @torch.library.register_fake("flashcute::fwd_kvcache")
 def _fwd_kvcache_fake(q, k_cache, v_cache, k=None, v=None, cache_seqlens=None, block_table=None, softmax_scale=None,
-                      causal=False, num_splits=0, backend="auto"):
+                      causal=False, num_splits=0, backend="auto", cache_leftpad=None):
     batch, seqlen_q, heads_q, _ = q.shape
     return q.new_empty(q.shape), q.new_empty((batch, heads_q, seqlen_q), dtype=torch.float32)
 

@@ -58,7 +58,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
 
 
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=None, block_table=None,
-                            softmax_scale=None, causal=False, num_splits=0, return_lse=False, backend="auto"):
+                            softmax_scale=None, causal=False, num_splits=0, return_lse=False, backend="auto",
+                            cache_leftpad=None):
     """Attention of a few new queries per sequence against a KV cache, for decoding (torch.ops.flashcute.fwd_kvcache;
     inference only, no gradients).
 
@@ -67,15 +68,18 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=N
     (any page size; capacity = max_blocks * page_size). cache_seqlens: int32 (b,), the keys already in each cache
     (None: the caches are full). k, v: optional (b, s_new, hkv, d) new keys and values, written into the caches in
     place at positions cache_seqlens[i] .. cache_seqlens[i] + s_new - 1 (those below the capacity) and attended to
-    by this call (they need cache_seqlens). Sequence i attends to its first cache_seqlens[i] + s_new keys; causal
-    aligns the diagonal bottom-right (query j sees key p iff p <= j + keys - sq). fp16 or bf16 CUDA tensors with the
-    last dim contiguous; cache_seqlens and block_table on the same device.
+    by this call (they need cache_seqlens). Sequence i attends to its first cache_seqlens[i] + s_new keys;
+    cache_leftpad, an int32 (b,) tensor for contiguous caches (not with block_table), drops the first
+    cache_leftpad[i] of them (a left-padded batch: its keys are cache_leftpad[i] .. cache_seqlens[i] + s_new - 1).
+    causal aligns the diagonal bottom-right (query j sees key p iff p <= j + keys - sq, counting the keys it
+    attends to). fp16 or bf16 CUDA tensors with the last dim contiguous; cache_seqlens, cache_leftpad and
+    block_table on the same device.
     num_splits: 0 splits each sequence's keys over as many CTAs as fill the GPU; a positive value forces that
     count. backend: "auto" or "sm80" (the decode kernel is SM80 code and runs on Hopper too).
     Nothing is read back to the host, and every workspace is sized from the shapes: the call can be captured in a
-    CUDA graph and replayed with other cache_seqlens. Values of cache_seqlens and block_table are not checked
-    (that would need a host synchronisation): entries outside the caches are clamped into them, so wrong values
-    give wrong rows but no access outside the given tensors.
+    CUDA graph and replayed with other cache_seqlens. Values of cache_seqlens, cache_leftpad and block_table are not
+    checked (that would need a host synchronisation): entries outside the caches are clamped into them, so wrong
+    values give wrong rows but no access outside the given tensors.
     Returns out (b, sq, hq, d), and with return_lse also lse (b, hq, sq) in float32.
     """
     if backend not in BACKENDS:
@@ -83,5 +87,5 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, cache_seqlens=N
             f"flash_attn_with_kvcache: backend must be one of {', '.join(map(repr, BACKENDS))}, got {backend!r}"
         )
     out, lse = torch.ops.flashcute.fwd_kvcache(q, k_cache, v_cache, k, v, cache_seqlens, block_table, softmax_scale,
-                                               causal, num_splits, backend)
+                                               causal, num_splits, backend, cache_leftpad)
     return (out, lse) if return_lse else out

@@ -85,6 +85,8 @@ class KVCacheInputs:
     block_table: torch.Tensor | None
     lengths: list | None
     storage: torch.Tensor
+    cache_leftpad: torch.Tensor | None = None  # contiguous caches: each sequence's first key
+    leftpads: list | None = None  # cache_leftpad as Python ints
 
     @property
     def page_size(self):
@@ -95,7 +97,8 @@ class KVCacheInputs:
         return self.k_cache.shape[1] * (1 if self.block_table is None else self.block_table.shape[1])
 
     def optional(self):
-        return dict(k=self.k, v=self.v, cache_seqlens=self.cache_seqlens, block_table=self.block_table)
+        return dict(k=self.k, v=self.v, cache_seqlens=self.cache_seqlens, block_table=self.block_table,
+                    cache_leftpad=self.cache_leftpad)
 
 
 def make_kvcache(lengths, seqlen_q, seqlen_new, heads_q, heads_kv, head_dim, dtype, capacity, page_size=None,
@@ -161,7 +164,8 @@ def cache_rows(cache, block_table, b):
 
 def reference(inputs, before, causal, softmax_scale=None):
     """{upcast: (out, lse)}: per sequence, attention_ref over the first cache_seqlens[b] rows of the caches as they
-    were before the call (`before`, a clone of inputs.storage) followed by the new rows, cut at the capacity."""
+    were before the call (`before`, a clone of inputs.storage) followed by the new rows, cut at the capacity, less
+    the first cache_leftpad[b] of them."""
     k_before, v_before = twin(inputs.k_cache, inputs, before), twin(inputs.v_cache, inputs, before)
     result = {}
     for upcast in (True, False):
@@ -172,6 +176,8 @@ def reference(inputs, before, causal, softmax_scale=None):
             if inputs.k is not None:
                 keys = torch.cat([keys, inputs.k[b]])[:inputs.capacity]
                 values = torch.cat([values, inputs.v[b]])[:inputs.capacity]
+            if inputs.leftpads is not None:
+                keys, values = keys[inputs.leftpads[b]:], values[inputs.leftpads[b]:]
             out, lse = attention_ref(inputs.q[b:b + 1], keys[None], values[None], softmax_scale, causal,
                                      upcast=upcast)
             outs.append(out)
@@ -392,6 +398,28 @@ def test_strided_inputs(library, page_size, seqlen_q):
     check_kvcache(inputs, causal=seqlen_q > 1, softmax_scale=0.3)
 
 
+LEFTPAD_CASES = [(1, 0, False), (1, 1, True), (4, 3, True), (4, 0, False)]  # (seqlen_q, seqlen_new, causal)
+
+
+@needs_cuda
+@pytest.mark.parametrize("seqlen_q, seqlen_new, causal", LEFTPAD_CASES,
+                         ids=[f"sq{c[0]}-new{c[1]}-{'causal' if c[2] else 'full'}" for c in LEFTPAD_CASES])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_NAMES.get)
+def test_cache_leftpad(library, dtype, seqlen_q, seqlen_new, causal):
+    """A left-padded batch: sequence b's keys start at cache_leftpad[b] (none, a few, all but its last ones, all of
+    them and past them: no keys), the new rows still appended at cache_seqlens[b]; GQA, head dims 64 and 128."""
+    for head_dim in (64, 128):
+        skip_unless_decode_built(dtype, head_dim)
+        capacity = 300
+        lengths = [0, 5, 290, 250, 40, 120]
+        leftpads = [0, 2, 289, 250 + seqlen_new, 77, 0]
+        inputs = make_kvcache(lengths, seqlen_q, seqlen_new, 8, 2, head_dim, dtype, capacity,
+                              seed=seed_for("leftpad", dtype, head_dim, seqlen_q, seqlen_new, causal))
+        inputs.cache_leftpad = torch.tensor(leftpads, device="cuda", dtype=torch.int32)
+        inputs.leftpads = leftpads
+        check_kvcache(inputs, causal)
+
+
 @needs_cuda
 def test_function_is_the_op(library):
     """flash_attn_with_kvcache returns out alone (or with lse): torch.ops.flashcute.fwd_kvcache's, for backend
@@ -537,6 +565,10 @@ def bad_input_cases():
         ("block_table", dict(paged, block_table=table.long())),
         ("block_table", dict(paged, block_table=table[0])),
         ("block_table", dict(paged, block_table=table[:1])),
+        ("cache_leftpad", dict(cache_leftpad=seqlens.long())),
+        ("cache_leftpad", dict(cache_leftpad=seqlens.cpu())),
+        ("cache_leftpad", dict(cache_leftpad=seqlens[:1])),
+        ("cache_leftpad", dict(paged, cache_leftpad=seqlens)),
         (both_kv, dict(v=None)),
         (both_kv, dict(k=None)),
         ("cache_seqlens", dict(cache_seqlens=None)),
@@ -666,7 +698,7 @@ def test_schema_declares_the_caches_mutated():
     schema = torch.ops.flashcute.fwd_kvcache.default._schema
     names = [argument.name for argument in schema.arguments]
     assert names == ["q", "k_cache", "v_cache", "k", "v", "cache_seqlens", "block_table", "softmax_scale", "causal",
-                     "num_splits", "backend"]
+                     "num_splits", "backend", "cache_leftpad"]
     written = {argument.name for argument in schema.arguments
                if argument.alias_info is not None and argument.alias_info.is_write}
     assert written == {"k_cache", "v_cache"}
@@ -674,7 +706,7 @@ def test_schema_declares_the_caches_mutated():
     assert all(r.alias_info is None for r in schema.returns), "out and lse are new tensors"
     defaults = {a.name: a.default_value for a in schema.arguments if a.has_default_value()}
     assert defaults == {"k": None, "v": None, "cache_seqlens": None, "block_table": None, "softmax_scale": None,
-                        "causal": False, "num_splits": 0, "backend": "auto"}
+                        "causal": False, "num_splits": 0, "backend": "auto", "cache_leftpad": None}
 
 
 def test_bad_backend_is_a_value_error():

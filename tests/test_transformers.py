@@ -238,11 +238,18 @@ def reference_flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_se
     return varlen_attention_ref(q, k, v, cu_seqlens_q, cu_seqlens_k, softmax_scale, causal, upcast=False)
 
 
+def reference_flash_attn_with_kvcache(q, k_cache, v_cache, softmax_scale=None, causal=False, cache_leftpad=None):
+    """Each row alone through the reference over its keys from cache_leftpad on (the integration passes full
+    caches, nothing to append)."""
+    return torch.cat([attention_ref(q[b:b + 1], k_cache[b:b + 1, pad:], v_cache[b:b + 1, pad:], softmax_scale,
+                                    causal, upcast=False)[0] for b, pad in enumerate(cache_leftpad.tolist())])
+
+
 @pytest.fixture
 def reference_kernels(monkeypatch):
     """flashcute's kernels replaced by float32 references on the CPU: counts the calls of each; fails on any
     fallback to SDPA."""
-    calls = {"fixed": 0, "varlen": 0}
+    calls = {"fixed": 0, "varlen": 0, "kvcache": 0}
 
     def counted(name, function):
         def call(*args, **kwargs):
@@ -255,6 +262,9 @@ def reference_kernels(monkeypatch):
     monkeypatch.setattr(integration.interface, "flash_attn_func", counted("fixed", reference_flash_attn_func))
     monkeypatch.setattr(integration.interface, "flash_attn_varlen_func",
                         counted("varlen", reference_flash_attn_varlen_func))
+    monkeypatch.setattr(integration.interface, "flash_attn_with_kvcache",
+                        counted("kvcache", reference_flash_attn_with_kvcache))
+    monkeypatch.setattr(integration, "_decode_kernel_built", lambda dtype, head_dim: True)
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=FALLBACK_MESSAGES)
         yield calls
@@ -278,7 +288,8 @@ def test_padded_prefill_plumbing(reference_kernels, pads):
 
 
 def test_padded_greedy_decoding_plumbing(reference_kernels):
-    """generate() on a left-padded batch: prefill and every cached step run varlen, tokens as SDPA's."""
+    """generate() on a left-padded batch: prefill runs varlen and every cached step the decode kernel, each row's
+    keys from its first valid one on (cache_leftpad); tokens as SDPA's."""
     reference, flash = model_pair("cpu", torch.float32)
     ids = prompt("cpu")
     mask = left_padded(ids)
@@ -286,7 +297,8 @@ def test_padded_greedy_decoding_plumbing(reference_kernels):
     expected_tokens, expected_logits = greedy(reference, ids, attention_mask=mask)
     assert torch.equal(tokens, expected_tokens)
     assert (logits - expected_logits).abs().max().item() <= PLUMBING_ATOL
-    assert reference_kernels["varlen"] == NEW_TOKENS * flash.config.num_hidden_layers
+    assert reference_kernels["varlen"] == flash.config.num_hidden_layers
+    assert reference_kernels["kvcache"] == (NEW_TOKENS - 1) * flash.config.num_hidden_layers
 
 
 def test_static_cache_decoding_plumbing(reference_kernels):
@@ -415,8 +427,9 @@ def test_static_cache_prefill_is_served(device, monkeypatch):
 
 @requires_cuda
 def test_padded_greedy_decoding_matches_sdpa(device, monkeypatch):
-    """A left-padded batch: prefill and every cached step on flashcute's variable-length kernel, no fallback;
-    logits at the valid positions within bf16 tolerance, tokens as SDPA's up to near-ties."""
+    """A left-padded batch: prefill on flashcute's variable-length kernel and every cached step on its decode
+    kernel (cache_leftpad), no fallback; logits at the valid positions within bf16 tolerance, tokens as SDPA's up
+    to near-ties."""
     reference, flash = model_pair(device, torch.bfloat16)
     ids = prompt(device)
     mask = left_padded(ids, (0, 7))

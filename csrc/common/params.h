@@ -31,6 +31,9 @@ struct AttnParams {
   const int* __restrict__ cu_seqlens_k;
   const int* __restrict__ seqused_k;
   int total_q, total_k;
+  // Fixed-length decode (a contiguous cache): sequence b's keys start at row cache_leftpad[b] of its cache, the rows
+  // before it being left padding (common/seqlen.h SeqInfoOf kMaybeSequsedFixed). Null otherwise.
+  const int* __restrict__ cache_leftpad;
 
   int batch;
   int heads_q;

@@ -20,8 +20,9 @@ namespace flashcute {
 
 // kMaybeVarlen = false: a kernel instantiated for fixed-length batches only, with no varlen code at all (the
 // run-time check costs the register-bound SM80 forward spills: benchmarks/notes.md#d-sm80-fwd-varlen-template).
-// kMaybeSequsedFixed: a fixed-length batch may set seqused_k (the decode kernel's cache lengths): sequence b then
-// has its first seqused_k[b] keys, and causal aligns its diagonal bottom-right.
+// kMaybeSequsedFixed: a fixed-length batch may set seqused_k (the decode kernel's cache lengths) and cache_leftpad:
+// sequence b then has keys cache_leftpad[b] .. seqused_k[b] - 1 of its cache, and causal aligns its diagonal
+// bottom-right.
 template <bool kMaybeVarlen, bool kMaybeSequsedFixed = false>
 struct SeqInfoOf {
   AttnParams const& params;
@@ -41,7 +42,7 @@ struct SeqInfoOf {
     return rows < 0 ? 0 : rows < params.seqlen_q ? rows : params.seqlen_q;
   }
   __host__ __device__ int seqlen_k() const {
-    if (!varlen()) { return seqused_fixed() ? clamp_row(params.seqused_k[batch], params.seqlen_k) : params.seqlen_k; }
+    if (!varlen()) { return seqused_fixed() ? cache_keys_end() - cache_keys_start() : params.seqlen_k; }
     int rows = clamp_row(params.cu_seqlens_k[batch + 1], params.total_k) - k_start();
     if (params.seqused_k != nullptr && params.seqused_k[batch] < rows) { rows = params.seqused_k[batch]; }
     return rows < 0 ? 0 : rows < params.seqlen_k ? rows : params.seqlen_k;
@@ -57,7 +58,8 @@ struct SeqInfoOf {
     return varlen() ? int64_t(q_start()) * row_stride : batch * batch_stride;
   }
   __host__ __device__ int64_t k_rows_offset(int64_t batch_stride, int64_t row_stride) const {
-    return varlen() ? int64_t(k_start()) * row_stride : batch * batch_stride;
+    return varlen() ? int64_t(k_start()) * row_stride
+                    : batch * batch_stride + int64_t(cache_keys_start()) * row_stride;
   }
   __host__ __device__ int64_t q_offset() const { return q_rows_offset(params.q_batch_stride, params.q_row_stride); }
   __host__ __device__ int64_t k_offset() const { return k_rows_offset(params.k_batch_stride, params.k_row_stride); }
@@ -135,7 +137,15 @@ struct SeqInfoOf {
     return round_up(int64_t(start) + int64_t(batch) * kVarlenRowGap, kAccumRowQuantum);
   }
   __host__ __device__ bool seqused_fixed() const {
-    return kMaybeSequsedFixed && !varlen() && params.seqused_k != nullptr;
+    return kMaybeSequsedFixed && !varlen() && (params.seqused_k != nullptr || params.cache_leftpad != nullptr);
+  }
+  // Fixed-length decode: the end of sequence b's keys in its cache, and their first (0 but where left-padded).
+  __host__ __device__ int cache_keys_end() const {
+    return params.seqused_k != nullptr ? clamp_row(params.seqused_k[batch], params.seqlen_k) : params.seqlen_k;
+  }
+  __host__ __device__ int cache_keys_start() const {
+    return seqused_fixed() && params.cache_leftpad != nullptr ? clamp_row(params.cache_leftpad[batch], cache_keys_end())
+                                                              : 0;
   }
   __host__ __device__ static int clamp_row(int row, int total) { return row < 0 ? 0 : row < total ? row : total; }
 };

@@ -101,7 +101,7 @@ class VarlenMask:
         self.q_length, self.keys, self.causal = q_length, keys, causal
         self.padding, self.sequence_ids = padding, sequence_ids
         self._sdpa_arguments = sdpa_arguments
-        self._sdpa_mask = self._varlen = None
+        self._sdpa_mask = self._varlen = self._left_padding = None
 
     def sdpa_mask(self):
         """The mask transformers' SDPA attention takes for the same call (built once)."""
@@ -128,6 +128,18 @@ class VarlenMask:
             else:
                 self._varlen = (None,)
         return self._varlen[0]
+
+    def left_padding(self):
+        """Where the padding mask pads some rows, on the left only (generate()'s batches): int32 (batch,), the
+        padding keys before each row's valid ones; else None. Computed at the first layer (one read back to the
+        host), kept for the others."""
+        if self._left_padding is None:
+            padding = self.padding
+            left = (padding is not None and padding.shape[1] > 0 and not bool(padding.all())
+                    and bool((padding[:, 1:] >= padding[:, :-1]).all()))
+            pads = (padding.shape[1] - padding.sum(dim=1, dtype=torch.int32)).to(torch.int32) if left else None
+            self._left_padding = (pads,)
+        return self._left_padding[0]
 
     def _from_padding(self):
         padding = self.padding
@@ -247,6 +259,12 @@ def _varlen_attention(module, query, key, value, mask, packed, dropout, scaling,
     query_rows = key_rows = None
     if packed is not None and (mask is None or mask.padding is None):
         cu_q, cu_k, max_q, max_k = packed
+    elif _decodes_left_padded(mask, q, k, v):
+        # A few queries per row after a left-padded cache: the split-KV decode kernel, each row's keys from its
+        # first valid one on (cache_leftpad), rather than the packed-batch kernel's one CTA per row and head.
+        out = interface.flash_attn_with_kvcache(q, k, v, softmax_scale=scaling, causal=is_causal,
+                                                cache_leftpad=mask.left_padding())
+        return out, None
     else:
         rows = mask.varlen()
         if rows is None:  # whole batch rows: the fixed-length kernel
@@ -263,6 +281,28 @@ def _varlen_attention(module, query, key, value, mask, packed, dropout, scaling,
         return out.view(batch, q_len, *out.shape[1:]), None
     # Queries the mask leaves out (padding) get zeros, as with FlashAttention.
     return out.new_zeros(batch, q_len, *out.shape[1:]).index_put(query_rows, out), None
+
+
+# Up to this many queries per row a left-padded batch runs the decode kernel (flash_api.cpp's kDecodeMaxSeqlenQ).
+DECODE_MAX_QUERIES = 16
+
+
+def _decodes_left_padded(mask, q, k, v):
+    """Whether a padded batch's call goes to the decode kernel: a step after cached keys with few queries (a
+    prefill runs the packed batch, which skips the padding rows), an inference call (that kernel has no backward),
+    a mask padding on the left only, and a decode kernel for the dtype and head dim in this build."""
+    if mask is None or mask.padding is None or not 0 < q.shape[1] <= DECODE_MAX_QUERIES or q.shape[1] >= k.shape[1]:
+        return False
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        return False
+    return _decode_kernel_built(q.dtype, q.shape[-1]) and mask.left_padding() is not None
+
+
+@functools.lru_cache(maxsize=None)
+def _decode_kernel_built(dtype, head_dim):
+    prefix = "decode_sm80_" + {torch.float16: "fp16", torch.bfloat16: "bf16"}[dtype] + "_hdim"
+    return any(int(name[len(prefix):]) >= head_dim for name in torch.ops.flashcute.built_kernels()
+               if name.startswith(prefix))
 
 
 _last_packed_positions = (None, None)  # (weak reference to position_ids, its VarlenMask or None)
