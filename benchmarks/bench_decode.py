@@ -5,6 +5,7 @@ all in one run on the same random tensors, in GB/s against the device's copy ban
     python benchmarks/bench_decode.py                      # the full grid: bf16/fp16 x d 64/128 x GQA/MHA x 6 shapes
     python benchmarks/bench_decode.py --quick              # bf16, d128, GQA, (b, sk) = (1, 512k) and (8, 128k), sq 1
     python benchmarks/bench_decode.py --shapes 1:1:512k,16:4:32k --heads gqa   # b:sq:sk filter, "k" = 1024
+    python benchmarks/bench_decode.py --left-padded --dtypes bf16 --head-dims 128 --heads gqa   # padded batches
 
 Heads: hq 32 with hkv 8 ("gqa") or 32 ("mha"). Shapes (b, sq, sk): sq 1 with (b, sk) = (1, 512k), (8, 128k),
 (64, 8k), (128, 2k); sq 4 and 16 with (16, 32k). Non-causal; every sequence uses the whole cache
@@ -17,6 +18,12 @@ plus Q read and O written, b * sq * hq * d * element size each) / time; times ar
 medians (_common.measure). "copy" is dst.copy_(src) of a --copy-gib GiB bf16 buffer, (read + write) / time.
 A shape whose tensors would not fit in free GPU memory with room to spare is skipped, the reason in its notes.
 Prints a table and the issue's bar checks, writes JSON and markdown to benchmarks/results/ (or --out).
+
+--left-padded: a padded batch, as generate() decodes one: sequence i's first pad_i keys are padding (pad_i
+uniform in [0, sk / 2), fixed seed; the first sequence none). flash_attn_with_kvcache with cache_leftpad
+("flashcute") against flash_attn_varlen_func over the unpadded keys ("flashcute_varlen", the packed batch the
+transformers integration ran such steps on before cache_leftpad); GB/s counts the unpadded keys only. No paged
+cache and no peers in this mode (torch SDPA would need an attn_mask).
 """
 
 import argparse
@@ -37,6 +44,8 @@ QUICK_SHAPES = [(1, 1, 524288), (8, 1, 131072)]
 PEERS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
 IMPLS = ["flashcute", "flashcute_paged", "flashcute_fwd", "cudnn", "flash"]
 RATIOS = [("flashcute", "cudnn"), ("flashcute", "flash"), ("flashcute_paged", "flashcute"), ("flashcute", "copy")]
+LEFT_PADDED_IMPLS = ["flashcute", "flashcute_varlen"]
+LEFT_PADDED_RATIOS = [("flashcute", "flashcute_varlen"), ("flashcute", "copy")]
 RATIO_NAMES = {("flashcute_paged", "flashcute"): "paged/contiguous"}
 GIB = 2**30
 HEADROOM = 0.9, 2 * GIB  # a shape runs where its tensors fit in 90% of free memory less 2 GiB
@@ -70,6 +79,8 @@ def parse_args():
     parser.add_argument("--peer-layout", choices=["views", "bhsd"], default="views",
                         help="peers read (b, h, s, d) views of the cache (default) or contiguous copies")
     parser.add_argument("--copy-gib", type=float, default=2.0, help="size of the copy-bandwidth buffer, GiB")
+    parser.add_argument("--left-padded", action="store_true",
+                        help="left-padded batches: cache_leftpad against the packed batch (no peers)")
     parser.add_argument("--quick", action="store_true",
                         help="bf16, d128, gqa, (b, sq, sk) = (1, 1, 512k) and (8, 1, 128k) only")
     parser.add_argument("--out", default=str(RESULTS), help="folder for the JSON and markdown")
@@ -97,10 +108,13 @@ def flashcute_api(name):
 
 
 def kvcache_caller(fn):
-    """fn(q, k_cache, v_cache, seqlens, block_table=None): flash_attn_with_kvcache on a cache of that many keys."""
+    """fn(q, k_cache, v_cache, seqlens, block_table=None, leftpad=None): flash_attn_with_kvcache on a cache of that
+    many keys (from leftpad on where given)."""
 
-    def call(q, k_cache, v_cache, seqlens, block_table=None):
-        return fn(q, k_cache, v_cache, cache_seqlens=seqlens, block_table=block_table)
+    def call(q, k_cache, v_cache, seqlens, block_table=None, leftpad=None):
+        if leftpad is None:
+            return fn(q, k_cache, v_cache, cache_seqlens=seqlens, block_table=block_table)
+        return fn(q, k_cache, v_cache, cache_seqlens=seqlens, cache_leftpad=leftpad)
 
     return call
 
@@ -131,7 +145,40 @@ def gb(x):
     return f"{x / 1e9:.1f} GB"
 
 
-def bench_shape(dtype, head_dim, heads, batch, seqlen_q, seqlen_k, args, kvcache, fwd):
+def bench_left_padded(row, q, k, v, seqlens, kvcache, varlen, record, keep, outputs):
+    """--left-padded: the decode kernel with cache_leftpad, and the packed batch over the unpadded keys; row's
+    bytes count those keys. Returns the row."""
+    batch, seqlen_q, hq, head_dim = q.shape
+    seqlen_k = k.shape[1]
+    pads = torch.randint(0, max(seqlen_k // 2, 1), (batch,), generator=torch.Generator().manual_seed(1))
+    pads[0] = 0
+    lengths = seqlen_k - pads
+    elem = q.element_size()
+    row["bytes"] = int(lengths.sum()) * k.shape[2] * head_dim * 2 * elem + 2 * batch * seqlen_q * hq * head_dim * elem
+    row["pads"] = pads.tolist()
+    pads = pads.to(device="cuda", dtype=torch.int32)
+    if kvcache is not None:
+        keep("flashcute", lambda: kvcache(q, k, v, seqlens, leftpad=pads))
+    else:
+        row["notes"]["flashcute"] = "flash_attn_with_kvcache unavailable"
+    if varlen is None:
+        row["notes"]["flashcute_varlen"] = "flash_attn_varlen_func unavailable"
+        return row
+    valid = torch.arange(seqlen_k, device="cuda")[None] >= pads[:, None]  # (b, sk)
+    k_packed, v_packed = k[valid], v[valid]
+    cu_k = F.pad(lengths.to(device="cuda", dtype=torch.int32).cumsum(0, dtype=torch.int32), (1, 0))
+    cu_q = torch.arange(batch + 1, device="cuda", dtype=torch.int32) * seqlen_q
+    q_packed = q.reshape(batch * seqlen_q, hq, head_dim)
+    if record("flashcute_varlen", lambda: varlen(q_packed, k_packed, v_packed, cu_q, cu_k, seqlen_q, seqlen_k)):
+        outputs["flashcute_varlen"] = varlen(q_packed, k_packed, v_packed, cu_q, cu_k, seqlen_q,
+                                             seqlen_k).view(q.shape).clone()
+        if "flashcute" in outputs:
+            row["max_abs_diff"]["flashcute"] = (outputs["flashcute"].float() -
+                                                outputs["flashcute_varlen"].float()).abs().max().item()
+    return row
+
+
+def bench_shape(dtype, head_dim, heads, batch, seqlen_q, seqlen_k, args, kvcache, fwd, varlen=None):
     hq, hkv = HEADS[heads]
     group = hq // hkv
     page = args.page_size
@@ -169,7 +216,7 @@ def bench_shape(dtype, head_dim, heads, batch, seqlen_q, seqlen_k, args, kvcache
                 row["notes"][name] = " ".join([f"{type(error).__name__}: {first_line(error)}"] + why)
                 return False
         row["ms"][name] = ms
-        row["gbps"][name] = moved / (ms * 1e-3) / 1e9
+        row["gbps"][name] = row["bytes"] / (ms * 1e-3) / 1e9
         row["peak_mib"][name] = peak
         return True
 
@@ -179,6 +226,8 @@ def bench_shape(dtype, head_dim, heads, batch, seqlen_q, seqlen_k, args, kvcache
         if record(name, fn):
             outputs[name] = fn().detach().clone()
 
+    if args.left_padded:
+        return bench_left_padded(row, q, k, v, seqlens, kvcache, varlen, record, keep, outputs)
     if kvcache is not None:
         keep("flashcute", lambda: kvcache(q, k, v, seqlens))
         pages = batch * seqlen_k // page
@@ -260,13 +309,13 @@ def ratio_name(a, b):
     return RATIO_NAMES.get((a, b), f"{a}/{b}")
 
 
-def table(rows, copy_gbps):
-    header = ["dtype", "d", "heads", "b", "sq", "sk"] + IMPLS + [ratio_name(a, b) for a, b in RATIOS]
+def table(rows, copy_gbps, impls=IMPLS, ratios=RATIOS):
+    header = ["dtype", "d", "heads", "b", "sq", "sk"] + impls + [ratio_name(a, b) for a, b in ratios]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         cells = [row["dtype"], str(row["d"]), row["heads"], str(row["b"]), str(row["sq"]), str(row["sk"])]
-        cells += [fmt(row["gbps"].get(name), 0) for name in IMPLS]
-        cells += [fmt(ratio(row, a, b, copy_gbps), 2) for a, b in RATIOS]
+        cells += [fmt(row["gbps"].get(name), 0) for name in impls]
+        cells += [fmt(ratio(row, a, b, copy_gbps), 2) for a, b in ratios]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -317,6 +366,9 @@ def main():
         print(f"WARNING: {load_error}")
     kvcache_fn, args.kvcache_why = flashcute_api("flash_attn_with_kvcache")
     fwd, args.fwd_why = flashcute_api("flash_attn_func")
+    varlen, _ = flashcute_api("flash_attn_varlen_func")
+    if args.left_padded:
+        args.peers = ""
     kvcache = kvcache_caller(kvcache_fn) if kvcache_fn is not None else None
     if load_error:
         kvcache, fwd, args.kvcache_why, args.fwd_why = None, None, load_error, load_error
@@ -339,7 +391,8 @@ def main():
         for head_dim in csv(args.head_dims, int):
             for heads in csv(args.heads):
                 for batch, seqlen_q, seqlen_k in shapes:
-                    row = bench_shape(DTYPES[dtype_name], head_dim, heads, batch, seqlen_q, seqlen_k, args, kvcache, fwd)
+                    row = bench_shape(DTYPES[dtype_name], head_dim, heads, batch, seqlen_q, seqlen_k, args, kvcache,
+                                      fwd, varlen)
                     rows.append(row)
                     torch.cuda.empty_cache()
                     summary = "  ".join(f"{k} {v:.0f}" for k, v in row["gbps"].items()) + " GB/s"
@@ -350,8 +403,14 @@ def main():
                         if diff > 0.05:
                             print(f"  WARNING: {name} differs from the peer's output by {diff:.3f}")
 
-    markdown = table(rows, copy_gbps)
-    bars = bar_lines(rows, copy_gbps)
+    if args.left_padded:
+        markdown = table(rows, copy_gbps, LEFT_PADDED_IMPLS, LEFT_PADDED_RATIOS)
+        values = [r for row in rows if (r := ratio(row, "flashcute", "flashcute_varlen", copy_gbps)) is not None]
+        bars = [f"left-padded: cache_leftpad / packed batch over {len(values)} shapes: "
+                + (f"min {min(values):.2f}, max {max(values):.2f}" if values else "-")]
+    else:
+        markdown = table(rows, copy_gbps)
+        bars = bar_lines(rows, copy_gbps)
     notes = note_lines(rows)
     print()
     print(markdown)
@@ -359,15 +418,22 @@ def main():
     print("\n".join(bars))
     meta = {**run_meta(device, commit), "copy_gbps": copy_gbps, "copy_bytes": copy_bytes, "copy_gib": args.copy_gib, "page_size": args.page_size,
             "peers": csv(args.peers), "peer_layout": args.peer_layout, "quick": args.quick,
+            "left_padded": args.left_padded,
             "heads": {name: HEADS[name] for name in csv(args.heads)}, "bars": bars,
             "flashcute_missing": {"flash_attn_with_kvcache": args.kvcache_why, "flash_attn_func": args.fwd_why}}
-    text = (f"{versions(commit)}. GB/s = (K + V cache bytes + Q + O bytes) / time (do_bench median); non-causal, "
-            f"cache_seqlens = sk; paged: page size {args.page_size}, pages in a random order; peers (torch SDPA) on "
-            f"{'(b, h, s, d) views' if args.peer_layout == 'views' else 'contiguous (b, h, s, d) copies'}, "
-            f"enable_gqa (else expanded kv, see notes); hq 32, hkv 8 (gqa) or 32 (mha).\n\n{copy_text}\n\n"
+    mode = ("left-padded batches (pad_i uniform in [0, sk / 2), the first none; GB/s counts the unpadded keys), "
+            "cache_leftpad against the packed batch; " if args.left_padded else "")
+    layouts = ("" if args.left_padded else
+               f"paged: page size {args.page_size}, pages in a random order; peers (torch SDPA) on "
+               f"{'(b, h, s, d) views' if args.peer_layout == 'views' else 'contiguous (b, h, s, d) copies'}, "
+               f"enable_gqa (else expanded kv, see notes); ")
+    text = (f"{versions(commit)}. {mode}GB/s = (K + V cache bytes + Q + O bytes) / time (do_bench median); non-causal, "
+            f"cache_seqlens = sk; {layouts}hq 32, hkv 8 (gqa) or 32 (mha).\n\n{copy_text}\n\n"
             f"{markdown}\n\n" + "".join(f"- {line}\n" for line in bars)
             + ("\nNotes:\n\n" + "".join(f"- {line}\n" for line in notes) if notes else ""))
-    write_results(args.out, "decode", "flashcute decoding with a KV cache", meta, rows, text)
+    write_results(args.out, "decode_leftpad" if args.left_padded else "decode",
+                  "flashcute decoding with a KV cache" + (", left-padded batches" if args.left_padded else ""),
+                  meta, rows, text)
 
 
 if __name__ == "__main__":
