@@ -42,7 +42,7 @@ struct SeqInfoOf {
     return rows < 0 ? 0 : rows < params.seqlen_q ? rows : params.seqlen_q;
   }
   __host__ __device__ int seqlen_k() const {
-    if (!varlen()) { return seqused_fixed() ? cache_keys_end() - cache_keys_start() : params.seqlen_k; }
+    if (!varlen()) { return fixed_cache_keys() ? cache_keys_end() - cache_keys_start() : params.seqlen_k; }
     int rows = clamp_row(params.cu_seqlens_k[batch + 1], params.total_k) - k_start();
     if (params.seqused_k != nullptr && params.seqused_k[batch] < rows) { rows = params.seqused_k[batch]; }
     return rows < 0 ? 0 : rows < params.seqlen_k ? rows : params.seqlen_k;
@@ -50,7 +50,7 @@ struct SeqInfoOf {
   // Key j is visible to query i iff j <= i + causal_offset() (causal only); varlen aligns each sequence's
   // diagonal bottom-right.
   __host__ __device__ int causal_offset() const {
-    return varlen() || seqused_fixed() ? seqlen_k() - seqlen_q() : params.causal_offset;
+    return varlen() || fixed_cache_keys() ? seqlen_k() - seqlen_q() : params.causal_offset;
   }
 
   // Elements to this sequence's row 0 (head 0) of a tensor with Q's rows (Q, O, dO, dQ) or K's rows (K, V, dK, dV).
@@ -136,7 +136,8 @@ struct SeqInfoOf {
   __host__ __device__ int64_t varlen_accum_row(int start) const {
     return round_up(int64_t(start) + int64_t(batch) * kVarlenRowGap, kAccumRowQuantum);
   }
-  __host__ __device__ bool seqused_fixed() const {
+  // A fixed-length batch whose sequences' keys are a range of their caches (seqused_k and / or cache_leftpad).
+  __host__ __device__ bool fixed_cache_keys() const {
     return kMaybeSequsedFixed && !varlen() && (params.seqused_k != nullptr || params.cache_leftpad != nullptr);
   }
   // Fixed-length decode: the end of sequence b's keys in its cache, and their first (0 but where left-padded).
@@ -144,8 +145,8 @@ struct SeqInfoOf {
     return params.seqused_k != nullptr ? clamp_row(params.seqused_k[batch], params.seqlen_k) : params.seqlen_k;
   }
   __host__ __device__ int cache_keys_start() const {
-    return seqused_fixed() && params.cache_leftpad != nullptr ? clamp_row(params.cache_leftpad[batch], cache_keys_end())
-                                                              : 0;
+    bool const left_padded = fixed_cache_keys() && params.cache_leftpad != nullptr;
+    return left_padded ? clamp_row(params.cache_leftpad[batch], cache_keys_end()) : 0;
   }
   __host__ __device__ static int clamp_row(int row, int total) { return row < 0 ? 0 : row < total ? row : total; }
 };
