@@ -400,8 +400,15 @@ struct BwdMainloop {
       ++pipes.state;
     };
 
-    // A ragged K/V block (the last) masks its padding keys in every Q block; otherwise only the diagonal's blocks.
-    // (A rotated walk is non-causal: every block or none masked.)
+    walk_steps(bwd, range, n_block, kv_row_end, step);
+  }
+
+  // The consumers' steps over the K/V block's walk (q_walk), step(m_block, masked) with masked a compile-time
+  // bool: a ragged K/V block (the last, kv_row_end < kBlockN) masks its padding keys in every Q block; otherwise
+  // only the diagonal's blocks, which come first. (A rotated walk is non-causal: every block or none masked.)
+  template <class Step>
+  CUTLASS_DEVICE static void walk_steps(BwdParams const& bwd, QBlockRange const& range, int n_block, int kv_row_end,
+                                        Step&& step) {
     QBlockWalk const walk = q_walk(bwd, range, n_block);
     int const masked = (kv_row_end < kBlockN ? range.m_block_max : range.m_block_masked_end) - range.m_block_min;
     int i = 0;

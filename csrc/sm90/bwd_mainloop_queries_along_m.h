@@ -242,13 +242,7 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
       ++pipes.state;
     };
 
-    // A ragged K/V block (the last) masks its padding keys in every Q block; otherwise only the diagonal's blocks.
-    // (A rotated walk is non-causal: every block or none masked.)
-    QBlockWalk const walk = Base::q_walk(bwd, range, n_block);
-    int const masked = (kv_row_end < kBlockN ? range.m_block_max : range.m_block_masked_end) - range.m_block_min;
-    int i = 0;
-    for (; i < masked; ++i) { step(walk[i], cute::true_type{}); }
-    for (; i < walk.count; ++i) { step(walk[i], cute::false_type{}); }
+    Base::walk_steps(bwd, range, n_block, kv_row_end, step);
   }
 };
 
