@@ -71,6 +71,17 @@ CUTE_HOST_DEVICE auto make_rowcol(Tensor<Engine, Layout>& t) {
   return make_tensor(t.data(), make_rowcol_layout(t.layout()));
 }
 
+// A register copy of src in which src's broadcast (stride-0) modes stay broadcast: each distinct value is loaded
+// once and held in one register, e.g. the row statistics of an accumulator's elements, loaded while its gemm runs.
+template <class Engine, class Layout>
+CUTE_DEVICE auto load_broadcast(Tensor<Engine, Layout> const& src) {
+  using T = cute::remove_cvref_t<typename Engine::value_type>;
+  auto distinct = make_layout(shape(filter_zeros(src.layout())));  // compact; stride 0 at the broadcast modes
+  Tensor dst = make_tensor<T>(make_layout(shape(src), stride(distinct)));
+  copy(filter_zeros(src), filter_zeros(dst));
+  return dst;
+}
+
 // dst = src converted element-wise, storage position by storage position: dst is a fragment of the same size
 // whose registers line up with src's (e.g. the A operand of the next gemm, laid over the same registers).
 // Vectorised through cutlass's array converter, so each 32-bit register receives one packed pair; an

@@ -140,6 +140,9 @@ struct BwdKernelTraits : BwdKernelTraitsCommon<Element_, kHeadDim_> {
   static constexpr bool kKeysAlongM = true;
   static constexpr bool kdQThroughSmem = true;  // dQ's own buffers, one bulk reduction per warpgroup's chunk
   static_assert(kBlockN == 64 * kNumMmaWarpGroups, "one 64-key slab per consumer warpgroup");
+  // A step's LSE and D held in registers (kBlockM / 4 of each per thread), loaded while the S and dP gemms run;
+  // with 128-row Q blocks (head dim 64) they would spill, and are read from shared memory where used.
+  static constexpr bool kRowStatsInRegisters = kBlockM <= 64;
 
   using TileShapedKV = Shape<Int<kBlockN>, Int<kHeadDim>>;  // the dK and dV accumulators
 

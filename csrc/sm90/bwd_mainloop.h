@@ -342,15 +342,19 @@ struct BwdMainloop {
       CUTE_STATIC_ASSERT_V(size<2>(tdQrdS) == size<2>(tdQrKt)); // dQ: the key k-blocks pair up
       Tensor tSrS = partition_fragment_C(tiled_mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});   // (MMA, MMA_N, MMA_M)
       Tensor tdPrdP = partition_fragment_C(tiled_mma_sdp, Shape<Int<kBlockN>, Int<kBlockM>>{});  // (MMA, MMA_N, MMA_M)
+      // P^T = exp2(S^T * scale * log2(e) - LSE * log2(e)) and dS^T = P^T * (dP^T - D): a thread's columns are
+      // queries, whose statistics it reads from this stage's rows through the accumulator's partition, into
+      // registers while the gemms run where they fit (read after the waits, their latency stalls every step).
+      auto row_stats = [&](auto const& sStats) {
+        Tensor stats = make_rowcol(thr_mma_sdp.partition_C(sStats(_, _, stage)));  // (keys, queries)
+        if constexpr (Traits::kRowStatsInRegisters) { return load_broadcast(stats); } else { return stats; }
+      };
       pipes.q.consumer_wait(pipes.state);
       wgmma_gemm</*kZeroInit=*/true>(tiled_mma_sdp, tSrK, tSrQ(_, _, _, stage), tSrS);
+      Tensor lse_log2 = row_stats(sLSELog2);
       pipes.dO.consumer_wait(pipes.state);
       wgmma_gemm</*kZeroInit=*/true>(tiled_mma_sdp, tdPrV, tdPrdO(_, _, _, stage), tdPrdP);
-
-      // P^T = exp2(S^T * scale * log2(e) - LSE * log2(e)): a thread's columns are queries, whose statistics it
-      // reads from this stage's rows through the accumulator's partition.
-      Tensor lse_log2 = make_rowcol(thr_mma_sdp.partition_C(sLSELog2(_, _, stage)));  // (keys, queries)
-      Tensor dsum = make_rowcol(thr_mma_sdp.partition_C(sD(_, _, stage)));
+      Tensor dsum = row_stats(sD);
       warpgroup_wait<1>();
       warpgroup_fence_operand(tSrS);
       Tensor scores = make_rowcol(tSrS);  // (keys, queries)

@@ -177,15 +177,15 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
       CUTE_STATIC_ASSERT_V(size<2>(tdQrdS) == size<2>(tdQrKt));  // dQ: the key k-blocks pair up
       Tensor tSrS = partition_fragment_C(tiled_mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});    // (MMA, MMA_M, MMA_N)
       Tensor tdPrdP = partition_fragment_C(tiled_mma_sdp, Shape<Int<kBlockM>, Int<kBlockN>>{});  // (MMA, MMA_M, MMA_N)
+      // P = exp2(S * scale * log2(e) - LSE * log2(e)) and dS = P * (dP - D): a thread's rows are queries, whose
+      // statistics it reads from this stage's rows through the accumulator's partition, into registers while the
+      // gemms run.
       pipes.q.consumer_wait(pipes.state);
       wgmma_gemm</*kZeroInit=*/true>(tiled_mma_sdp, tSrQ(_, _, _, stage), tSrK, tSrS);
+      Tensor lse_log2 = load_broadcast(make_rowcol(thr_mma_sdp.partition_C(sLSELog2(_, _, stage))));  // (queries, keys)
       pipes.dO.consumer_wait(pipes.state);
       wgmma_gemm</*kZeroInit=*/true>(tiled_mma_sdp, tdPrdO(_, _, _, stage), tdPrV, tdPrdP);
-
-      // P = exp2(S * scale * log2(e) - LSE * log2(e)): a thread's rows are queries, whose statistics it reads from
-      // this stage's rows through the accumulator's partition.
-      Tensor lse_log2 = make_rowcol(thr_mma_sdp.partition_C(sLSELog2(_, _, stage)));  // (queries, keys)
-      Tensor dsum = make_rowcol(thr_mma_sdp.partition_C(sD(_, _, stage)));
+      Tensor dsum = load_broadcast(make_rowcol(thr_mma_sdp.partition_C(sD(_, _, stage))));  // (queries, keys)
       warpgroup_wait<1>();
       warpgroup_fence_operand(tSrS);
       Tensor scores = make_rowcol(tSrS);  // (queries, keys)
