@@ -177,12 +177,20 @@ def test_causal_top_left(library, head_dim, seqlen_q, seqlen_k, backend):
 
 DETERMINISTIC_LONG = """
 import sys, torch, flashcute
-seqlen = int(sys.argv[1])
+seqlen, varlen, causal = int(sys.argv[1]), sys.argv[2] == "varlen", sys.argv[3] == "causal"
 torch.manual_seed(0)
-q = torch.randn(1, seqlen, 1, 64, device="cuda", dtype=torch.bfloat16)
+lengths = [17, seqlen, 300] if varlen else [seqlen]  # packed: the long sequence neither first nor last
+q = torch.randn(sum(lengths), 1, 64, device="cuda", dtype=torch.bfloat16)
 k, v, dout = torch.randn_like(q), torch.randn_like(q), torch.randn_like(q)
-out, lse = torch.ops.flashcute.fwd(q, k, v, None, False, False, "sm90")
-run = lambda det: torch.ops.flashcute.bwd(dout, q, k, v, out, lse, None, False, False, det, "sm90")
+if varlen:
+    cu = torch.tensor([0] + lengths, device="cuda").cumsum(0).int()
+    args = (cu, cu, max(lengths), max(lengths), None, causal)
+    out, lse = torch.ops.flashcute.fwd_varlen(q, k, v, *args, None, "sm90")
+    run = lambda det: torch.ops.flashcute.bwd_varlen(dout, q, k, v, out, lse, *args, None, det, "sm90")
+else:
+    q, k, v, dout = (t.unsqueeze(0) for t in (q, k, v, dout))
+    out, lse = torch.ops.flashcute.fwd(q, k, v, None, causal, False, "sm90")
+    run = lambda det: torch.ops.flashcute.bwd(dout, q, k, v, out, lse, None, causal, False, det, "sm90")
 first, again, default = run(True), run(True), run(False)
 same = all(torch.equal(a, b) for a, b in zip(first, again))
 diff = max(((a.float() - c.float()).abs().max() / c.float().abs().max()).item() for a, c in zip(first, default))
@@ -190,20 +198,22 @@ print(same, diff)
 """
 
 
-def test_deterministic_with_more_key_blocks_than_sms(library):
-    # Deterministic and non-causal, the K/V blocks of a head take their dQ turns in a rotated order, each waiting
-    # for blocks that must be resident with it: with more K/V blocks per head than SMs that must still finish (in
-    # a subprocess, so that a deadlock fails the test rather than hanging the run).
+@pytest.mark.parametrize("layout, causal", [("fixed", False), ("fixed", True), ("varlen", False), ("varlen", True)])
+def test_deterministic_with_more_key_blocks_than_sms(library, layout, causal):
+    # Deterministic, the K/V blocks of a head take their dQ turns in a fixed order (non-causal: rotated walks;
+    # causal: the highest block first), each waiting only for blocks resident with it: with more K/V blocks per
+    # head than SMs that must still finish, fixed length and in a packed batch (in a subprocess, so that a
+    # deadlock fails the test rather than hanging the run).
     skip_unless_built(torch.bfloat16, 64, "sm90")
     import subprocess
     import sys
     key_blocks = torch.cuda.get_device_properties(0).multi_processor_count + 3
     seqlen = 128 * key_blocks + 17  # hdim 64's SM90 backward: 128-key blocks; a ragged last one
     try:
-        r = subprocess.run([sys.executable, "-c", DETERMINISTIC_LONG, str(seqlen)], capture_output=True, text=True,
-                           timeout=180)
+        r = subprocess.run([sys.executable, "-c", DETERMINISTIC_LONG, str(seqlen), layout,
+                            "causal" if causal else "full"], capture_output=True, text=True, timeout=180)
     except subprocess.TimeoutExpired:
-        pytest.fail(f"the deterministic backward at seqlen {seqlen} did not finish in 180 s (deadlock)")
+        pytest.fail(f"the deterministic backward ({layout}) at seqlen {seqlen} did not finish in 180 s (deadlock)")
     assert r.returncode == 0, r.stderr[-2000:]
     same, diff = r.stdout.split()[-2:]
     assert same == "True", "two deterministic runs differ"
