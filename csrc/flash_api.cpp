@@ -422,16 +422,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> run_bwd(char const* op, QKVShape 
   params.dq_accum_ptr = dq_accum.data_ptr<float>();
   params.dsoftmax_sum_ptr = dsoftmax_sum.data_ptr<float>();
   at::Tensor lse_log2;  // the SM90 kernel's copy of the LSE in its row blocks
-  at::Tensor kv_blocks;  // the SM90 kernel's grid over a packed batch (BwdParams::kv_block_table, first_kv_block, kv_order)
+  at::Tensor kv_blocks;  // the SM90 kernel's grid over a packed batch (BwdParams::first_kv_block, kv_block_table)
   if (kernel.key.arch == Arch::kSm90) {
     lse_log2 = at::empty({sequences, s.heads_q, q_accum_rows}, f32);
     params.lse_log2_ptr = lse_log2.data_ptr<float>();
     if (varlen) {
       int64_t const table_ints = 2 * varlen_kv_table_entries(k.size(0), s.batch);
-      kv_blocks = at::empty({table_ints + 2 * s.batch + 1}, q.options().dtype(at::kInt));
+      kv_blocks = at::empty({table_ints + s.batch + 1}, q.options().dtype(at::kInt));
       params.kv_block_table = kv_blocks.data_ptr<int>();  // first, so 8-byte aligned
       params.first_kv_block = kv_blocks.data_ptr<int>() + table_ints;
-      params.kv_order = params.first_kv_block + s.batch + 1;
     }
   }
   bool const grouped = s.heads_q != s.heads_kv;

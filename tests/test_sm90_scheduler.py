@@ -161,16 +161,15 @@ def test_varlen_walk_mirror_is_the_kernels(causal):
 @pytest.mark.parametrize("lengths", [[1, 0, 17, 113, 203, 64], [1000, 4097, 33, 1], [0, 0, 5], [128, 256, 129],
                                      [16384] + [256] * 64, [256] * 64 + [16384]])
 def test_backward_varlen_grid_covers_every_kv_block_once(lengths, reverse):
-    """The SM90 backward's grid over a packed batch (at most total / 128 + batch entries per head): every K/V block
-    of every sequence exactly once, the sequences with the most blocks first, each one's blocks together in
-    increasing order (decreasing for the deterministic causal kernel), the rest of the entries idle."""
+    """The SM90 backward's grid over a packed batch (at most total / 128 + batch CTAs per head): every K/V block of
+    every sequence exactly once, in sequence order, each one's blocks in increasing order (decreasing for the
+    deterministic causal kernel), the rest of the CTAs idle."""
     r = subprocess.run([str(enumerate_binary()), "blocks", "128", str(int(reverse)), *map(str, lengths)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     ctas = [line.split()[2:] for line in r.stdout.splitlines()]
     assert len(ctas) == sum(lengths) // 128 + len(lengths)
     visited = [(int(b), int(n)) for b, n in (c for c in ctas if c != ["none"])]
-    by_blocks = sorted(range(len(lengths)), key=lambda b: -ceil(lengths[b] / 128))
     blocks = lambda b: range(ceil(lengths[b] / 128))
-    assert visited == [(b, n) for b in by_blocks for n in (reversed(blocks(b)) if reverse else blocks(b))]
+    assert visited == [(b, n) for b in range(len(lengths)) for n in (reversed(blocks(b)) if reverse else blocks(b))]
     assert all(c == ["none"] for c in ctas[len(visited):])

@@ -128,12 +128,10 @@ struct BwdParams : AttnParams {
   int* __restrict__ dq_semaphore;   // heads_q x SeqInfo::q_semaphores() per sequence block (common/seqlen.h)
   int* __restrict__ dkv_semaphore;  // heads_kv x SeqInfo::k_semaphores(), GQA only
 
-  // Varlen on SM90: the grid's K/V blocks are those of the sequences one after another, longest sequence first.
-  // The kernel's prepass (sm90/varlen_schedule.h) writes kv_order[r], the sequence of rank r (batch ints),
-  // first_kv_block[r], rank r's first block (batch + 1 ints, the last the total), and then kv_block_table[x], the
-  // (sequence, block) that grid entry x runs ((batch, 0) for none): one load per CTA. Workspaces of the caller,
-  // kv_block_table sized by varlen_kv_table_entries. Null otherwise.
-  int* __restrict__ kv_order;
+  // Varlen on SM90: the grid's K/V blocks are those of the sequences one after another. The kernel's prepass
+  // (sm90/varlen_schedule.h) writes first_kv_block[b], sequence b's first block (batch + 1 ints, the last the
+  // total), and then kv_block_table[x], the (sequence, block) that CTA x runs ((batch, 0) for none): one load per
+  // CTA. Workspaces of the caller, kv_block_table sized by varlen_kv_table_entries. Null otherwise.
   int* __restrict__ first_kv_block;
   int* __restrict__ kv_block_table;  // (sequence, block) pairs, 8-byte aligned
 };

@@ -63,11 +63,10 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   int n_block = blockIdx.x;
   int const bidh = blockIdx.y;
   int bidb = blockIdx.z;
-  // Varlen: blockIdx.x runs over the prepass's table, the K/V blocks of the sequences longest first, whose entry
-  // says whose block a CTA runs, so it starts after one load rather than a search (bwd_launch.h). A CTA past the
-  // last block, or of a sequence whose blocks do not all fit the grid (malformed cu_seqlens_k; in deterministic mode
-  // its present blocks would wait for the missing ones forever), has nothing to write; it waits for the preprocess
-  // like every CTA.
+  // Varlen: blockIdx.x numbers the K/V blocks of the sequences one after another (bwd_launch.h), and the prepass's
+  // table says whose, so a CTA starts after one load rather than a search. A CTA past the last block, or of a
+  // sequence whose blocks do not all fit the grid (malformed cu_seqlens_k; in deterministic mode its present blocks
+  // would wait for the missing ones forever), has nothing to write; it waits for the preprocess like every CTA.
   if constexpr (kVarlen) {
     int2 const entry = reinterpret_cast<int2 const*>(bwd.kv_block_table)[blockIdx.x];
     bidb = entry.x;

@@ -47,8 +47,8 @@ void launch_bwd(BwdParams const& params, cudaStream_t stream) {
   auto const kernel = varlen ? kVarlenKernel : kFixedKernel;
   // Varlen: the sequences' K/V blocks one after another, at most total_k / kBlockN plus one partial block each
   // (the prepass's kv_block_table gives each CTA its sequence and block), head by head: a head's CTAs together
-  // share its Q and dO in L2 (each head's entries in turn, heads inner, cost 3-9%: benchmarks/notes.md
-  // #d-sm90-varlen-bwd-order); fixed length: (K/V blocks, heads, batch).
+  // share its Q and dO in L2 (heads inner cost 3-9%: benchmarks/notes.md#d-sm90-varlen-bwd-heads-inner); fixed
+  // length: (K/V blocks, heads, batch).
   dim3 const grid = varlen ? dim3(varlen_grid_x(params), params.heads_q, 1)
                            : dim3(blocks(params.seqlen_k, Traits::kBlockN), params.heads_q, params.batch);
   launch_after_prior_grid_starts(kernel, grid, dim3(Traits::kNumThreads), kSmemBytes, stream, kernel_params);

@@ -1,7 +1,7 @@
 // The varlen prepasses of the SM90 kernels, one CTA each. The forward's persistent scheduler (tile_scheduler.h):
 // FwdParams::varlen_schedule, the sequences longest first and the first work unit of each in that order, before
-// the forward kernel walks it. The backward's grid: BwdParams::kv_block_table, the sequences' K/V blocks longest
-// sequence first. Device code only (the scheduler's header stays host-compilable for its tests).
+// the forward kernel walks it. The backward's grid: BwdParams::first_kv_block. Device code only (the scheduler's
+// header stays host-compilable for its tests).
 #pragma once
 
 #include <cute/config.hpp>
@@ -42,13 +42,16 @@ CUTE_DEVICE int block_exclusive_sum(int value, int& total) {
   return warps_before + inclusive - value;
 }
 
-// One CTA's counting sort of a packed batch's sequences on their K/V blocks (kBlockN keys), most first:
-// order[r] = the sequence of rank r. slot (batch ints) is scratch. Every thread must call it.
-template <int kBlockN, class Params>
-CUTE_DEVICE void sort_longest_first(Params const& params, int* order, int* slot) {
+// The varlen prepass, one CTA: FwdParams::varlen_schedule = (order, first_unit). A counting sort orders the
+// sequences by their K/V blocks, most first; then each gets its first unit of the walk in that order.
+template <int kBlockM, int kBlockN, bool kCausal>
+__global__ void __launch_bounds__(kVarlenScheduleThreads) varlen_schedule_kernel(__grid_constant__ FwdParams const params) {
+  using Scheduler = TileScheduler<kBlockM, kCausal, true>;
   constexpr int kThreads = kVarlenScheduleThreads;
   constexpr int kBucketsPerThread = kVarlenScheduleBuckets / kThreads;
   __shared__ int bucket_start[kVarlenScheduleBuckets];
+  int* const order = params.varlen_schedule;              // (batch)
+  int* const first_unit = params.varlen_schedule + params.batch;  // (batch + 1); the sort's slots until the end
   int const batch = params.batch;
   // Bucket 0 holds the most K/V blocks, so the buckets in increasing order are the sequences longest first.
   auto bucket_of = [&](int b) {
@@ -58,7 +61,7 @@ CUTE_DEVICE void sort_longest_first(Params const& params, int* order, int* slot)
 
   for (int k = threadIdx.x; k < kVarlenScheduleBuckets; k += kThreads) { bucket_start[k] = 0; }
   __syncthreads();
-  for (int b = threadIdx.x; b < batch; b += kThreads) { slot[b] = atomicAdd(&bucket_start[bucket_of(b)], 1); }
+  for (int b = threadIdx.x; b < batch; b += kThreads) { first_unit[b] = atomicAdd(&bucket_start[bucket_of(b)], 1); }
   __syncthreads();
   // Counts -> starts: each thread scans its run of buckets after the runs before it.
   int counts[kBucketsPerThread];
@@ -76,20 +79,8 @@ CUTE_DEVICE void sort_longest_first(Params const& params, int* order, int* slot)
     start += counts[j];
   }
   __syncthreads();
-  for (int b = threadIdx.x; b < batch; b += kThreads) { order[bucket_start[bucket_of(b)] + slot[b]] = b; }
+  for (int b = threadIdx.x; b < batch; b += kThreads) { order[bucket_start[bucket_of(b)] + first_unit[b]] = b; }
   __syncthreads();
-}
-
-// The varlen prepass, one CTA: FwdParams::varlen_schedule = (order, first_unit): the sequences longest first, then
-// each one's first unit of the walk in that order.
-template <int kBlockM, int kBlockN, bool kCausal>
-__global__ void __launch_bounds__(kVarlenScheduleThreads) varlen_schedule_kernel(__grid_constant__ FwdParams const params) {
-  using Scheduler = TileScheduler<kBlockM, kCausal, true>;
-  constexpr int kThreads = kVarlenScheduleThreads;
-  int* const order = params.varlen_schedule;              // (batch)
-  int* const first_unit = params.varlen_schedule + params.batch;  // (batch + 1); the sort's slots until the end
-  int const batch = params.batch;
-  sort_longest_first<kBlockN>(params, order, first_unit);
   // Each sequence's units (Q blocks, or causal pairs of them, times heads), summed in the order.
   int units_before = 0;
   for (int r0 = 0; r0 < batch; r0 += kThreads) {
@@ -107,40 +98,33 @@ __global__ void __launch_bounds__(kVarlenScheduleThreads) varlen_schedule_kernel
   if (threadIdx.x == 0) { first_unit[batch] = units_before; }
 }
 
-// The SM90 backward's prepass for a packed batch, one CTA, over a grid of grid_x entries per head that numbers the
-// K/V blocks (kBlockN keys) of the sequences one after another, longest sequence first (the blocks with the most
-// work start first, the short sequences fill the tail): BwdParams::kv_order, the sequences in that order;
-// BwdParams::first_kv_block, the first entry of each rank; then BwdParams::kv_block_table, each entry's (sequence,
-// block), (batch, 0) past the last block and for the blocks of a sequence that does not fit the grid whole. A
-// sequence's blocks run in increasing order, or decreasing with reverse_blocks (deterministic and causal, where
-// a dQ turn goes to the highest block first: launched first, so no block waits for one not yet resident, as in
-// the fixed-length grid).
+// The SM90 backward's prepass for a packed batch, one CTA, over a grid of grid_x CTAs per head that numbers the
+// K/V blocks (kBlockN keys) of the sequences one after another: BwdParams::first_kv_block, each sequence's first
+// block, then BwdParams::kv_block_table, each CTA's (sequence, block), (batch, 0) past the last block and for the
+// blocks of a sequence that does not fit the grid whole. A sequence's blocks run in increasing order, or decreasing
+// with reverse_blocks (deterministic and causal, where a dQ turn goes to the highest block first: launched first,
+// so no block waits for one not yet resident, as in the fixed-length grid).
 template <int kBlockN>
 __global__ void __launch_bounds__(kVarlenScheduleThreads)
     varlen_kv_blocks_kernel(__grid_constant__ BwdParams const params, int grid_x, bool reverse_blocks) {
-  sort_longest_first<kBlockN>(params, params.kv_order, params.first_kv_block);
-  auto blocks_of = [&](int b) { return (SeqInfo(params, b).seqlen_k() + kBlockN - 1) / kBlockN; };
   int blocks_before = 0;
-  for (int r0 = 0; r0 < params.batch; r0 += kVarlenScheduleThreads) {
-    int const r = r0 + int(threadIdx.x);
-    int const blocks = r < params.batch ? blocks_of(params.kv_order[r]) : 0;
+  for (int b0 = 0; b0 < params.batch; b0 += kVarlenScheduleThreads) {
+    int const b = b0 + int(threadIdx.x);
+    int const blocks = b < params.batch ? (SeqInfo(params, b).seqlen_k() + kBlockN - 1) / kBlockN : 0;
     int chunk_blocks = 0;
     int const before = block_exclusive_sum<kVarlenScheduleThreads>(blocks, chunk_blocks);
-    if (r < params.batch) { params.first_kv_block[r] = blocks_before + before; }
+    if (b < params.batch) { params.first_kv_block[b] = blocks_before + before; }
     blocks_before += chunk_blocks;
   }
   if (threadIdx.x == 0) { params.first_kv_block[params.batch] = blocks_before; }
   __syncthreads();  // first_kv_block written (global writes of this CTA, visible to its threads after the barrier)
   for (int x = threadIdx.x; x < grid_x; x += kVarlenScheduleThreads) {
-    int const r = sequence_of_block(params.first_kv_block, params.batch, x);
-    bool const runs = r < params.batch && params.first_kv_block[r + 1] <= grid_x;
-    int2 entry = make_int2(params.batch, 0);
-    if (runs) {
-      int const b = params.kv_order[r];
-      int const i = x - params.first_kv_block[r];
-      entry = make_int2(b, reverse_blocks ? params.first_kv_block[r + 1] - params.first_kv_block[r] - 1 - i : i);
-    }
-    reinterpret_cast<int2*>(params.kv_block_table)[x] = entry;
+    int const b = sequence_of_block(params.first_kv_block, params.batch, x);
+    bool const runs = b < params.batch && params.first_kv_block[b + 1] <= grid_x;
+    int const i = runs ? x - params.first_kv_block[b] : 0;
+    int const last = runs ? params.first_kv_block[b + 1] - params.first_kv_block[b] - 1 : 0;
+    reinterpret_cast<int2*>(params.kv_block_table)[x] =
+        runs ? make_int2(b, reverse_blocks ? last - i : i) : make_int2(params.batch, 0);
   }
 }
 

@@ -77,27 +77,27 @@ int walk_either(flashcute::FwdParams& p, int num_sms) {
 }
 
 // enumerate blocks <block_n> <reverse> <lengths_k...>: the SM90 backward's varlen grid (bwd_launch.h; the
-// kv_block_table that varlen_kv_blocks_kernel writes for bwd_kernel.h): the sequences by K/V blocks, most first
-// (stably here; the kernel's order among equals may differ), each one's blocks in increasing order, or decreasing
-// with reverse 1. For each table entry x, "cta <x> <sequence> <n_block>", or "cta <x> none" past the blocks.
+// kv_block_table that varlen_kv_blocks_kernel writes for bwd_kernel.h), each sequence's blocks in increasing
+// order, or decreasing with reverse 1: for each CTA x, "cta <x> <sequence> <n_block>", or "cta <x> none" past the
+// sequences' blocks.
 int kv_blocks(int argc, char** argv) {
   int const block_n = std::atoi(argv[2]);
   bool const reverse = std::atoi(argv[3]) != 0;
   int const batch = argc - 4;
-  std::vector<int> lengths(batch), order(batch), first(batch + 1);
-  int total = 0;
-  for (int b = 0; b < batch; ++b) { lengths[b] = std::atoi(argv[4 + b]), total += lengths[b], order[b] = b; }
-  auto n_blocks = [&](int b) { return (lengths[b] + block_n - 1) / block_n; };
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return n_blocks(a) > n_blocks(b); });
-  for (int r = 0; r < batch; ++r) { first[r + 1] = first[r] + n_blocks(order[r]); }  // first_kv_block, by rank
-  int const grid = total / block_n + batch;
+  std::vector<int> first(batch + 1), cu(batch + 1);
+  for (int b = 0; b < batch; ++b) {
+    int const length = std::atoi(argv[4 + b]);
+    cu[b + 1] = cu[b] + length;
+    first[b + 1] = first[b] + (length + block_n - 1) / block_n;  // varlen_kv_blocks_kernel's first_kv_block
+  }
+  int const grid = cu[batch] / block_n + batch;
   for (int x = 0; x < grid; ++x) {
-    int const r = flashcute::sequence_of_block(first.data(), batch, x);
-    if (r >= batch || first[r + 1] > grid) {
+    int const b = flashcute::sequence_of_block(first.data(), batch, x);
+    if (b >= batch || first[b + 1] > grid) {
       std::printf("cta %d none\n", x);
     } else {
-      int const i = x - first[r];
-      std::printf("cta %d %d %d\n", x, order[r], reverse ? first[r + 1] - first[r] - 1 - i : i);
+      int const i = x - first[b];
+      std::printf("cta %d %d %d\n", x, b, reverse ? first[b + 1] - first[b] - 1 - i : i);
     }
   }
   return 0;
