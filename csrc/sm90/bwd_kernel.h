@@ -75,10 +75,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
       wait_for_prior_grid();
       return;
     }
-  } else if constexpr (kCausal) {
-    // Deterministic and causal, a dQ block's turn goes to the highest K/V block first (BwdMainloop::dq_turn): those
-    // are launched first, so that no CTA waits for one not yet resident (FlashAttention-3's shortest first).
-    if (bwd.dq_semaphore != nullptr) { n_block = gridDim.x - 1 - blockIdx.x; }
+  } else if (Mainloop::launch_highest_block_first(bwd)) {
+    n_block = gridDim.x - 1 - blockIdx.x;
   }
   int const bidh_kv = bidh / (bwd.heads_q / bwd.heads_kv);
   SeqInfo const seq(bwd, bidb);

@@ -24,7 +24,7 @@ void launch_bwd(BwdParams const& params, cudaStream_t stream) {
   bool const varlen = params.cu_seqlens_q != nullptr;
   static_assert(Traits::kBlockN >= kSm90BwdMinBlockN, "the varlen grid would outgrow BwdParams::kv_block_table");
   if (varlen) {  // the caller allocated the prepass's workspaces (flash_api.cpp)
-    bool const reverse_blocks = kCausal && params.dq_semaphore != nullptr;  // BwdMainloop::dq_turn's order
+    bool const reverse_blocks = BwdMainloopOf<Traits, kCausal>::launch_highest_block_first(params);
     varlen_kv_blocks_kernel<Traits::kBlockN>
         <<<1, kVarlenScheduleThreads, 0, stream>>>(params, varlen_grid_x(params), reverse_blocks);
   }
@@ -46,9 +46,9 @@ void launch_bwd(BwdParams const& params, cudaStream_t stream) {
   }
   auto const kernel = varlen ? kVarlenKernel : kFixedKernel;
   // Varlen: the sequences' K/V blocks one after another, at most total_k / kBlockN plus one partial block each
-  // (the prepass's kv_block_table gives each CTA its sequence and block), head by head: a head's CTAs together
-  // share its Q and dO in L2 (heads inner cost 3-9%: benchmarks/notes.md#d-sm90-varlen-bwd-heads-inner); fixed
-  // length: (K/V blocks, heads, batch).
+  // (the prepass's kv_block_table gives each CTA its sequence and block), head by head, so that a head's CTAs
+  // share its Q and dO in L2 (benchmarks/notes.md#d-sm90-varlen-bwd-heads-inner); fixed length: (K/V blocks,
+  // heads, batch).
   dim3 const grid = varlen ? dim3(varlen_grid_x(params), params.heads_q, 1)
                            : dim3(blocks(params.seqlen_k, Traits::kBlockN), params.heads_q, params.batch);
   launch_after_prior_grid_starts(kernel, grid, dim3(Traits::kNumThreads), kSmemBytes, stream, kernel_params);

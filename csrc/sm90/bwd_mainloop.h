@@ -221,6 +221,12 @@ struct BwdMainloop {
     return rotated_walk_turn(n_end, (seq.seqlen_q() + kBlockM - 1) / kBlockM, m_block, n_block,
                              rotation_group(bwd));
   }
+  // Deterministic and causal, a dQ block's turn goes to the highest K/V block first (dq_turn): the grids launch
+  // each sequence's blocks highest first too (bwd_kernel.h; varlen: the prepass's table), so that no CTA waits for
+  // one not yet resident (FlashAttention-3's shortest first).
+  CUTLASS_HOST_DEVICE static bool launch_highest_block_first(BwdParams const& bwd) {
+    return kCausal && bwd.dq_semaphore != nullptr;
+  }
   // The K/V blocks whose walks rotate together (rotated_walk_turn): at most the CTAs resident at once, one per SM.
   CUTLASS_DEVICE static int rotation_group(BwdParams const& bwd) { return bwd.num_sms > 0 ? bwd.num_sms : 1; }
   // The order this K/V block walks its Q blocks in. Deterministic without causal, each K/V block of a head starts

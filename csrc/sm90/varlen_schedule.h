@@ -102,8 +102,7 @@ __global__ void __launch_bounds__(kVarlenScheduleThreads) varlen_schedule_kernel
 // K/V blocks (kBlockN keys) of the sequences one after another: BwdParams::first_kv_block, each sequence's first
 // block, then BwdParams::kv_block_table, each CTA's (sequence, block), (batch, 0) past the last block and for the
 // blocks of a sequence that does not fit the grid whole. A sequence's blocks run in increasing order, or decreasing
-// with reverse_blocks (deterministic and causal, where a dQ turn goes to the highest block first: launched first,
-// so no block waits for one not yet resident, as in the fixed-length grid).
+// with reverse_blocks (BwdMainloop::launch_highest_block_first).
 template <int kBlockN>
 __global__ void __launch_bounds__(kVarlenScheduleThreads)
     varlen_kv_blocks_kernel(__grid_constant__ BwdParams const params, int grid_x, bool reverse_blocks) {
