@@ -422,15 +422,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> run_bwd(char const* op, QKVShape 
   params.dq_accum_ptr = dq_accum.data_ptr<float>();
   params.dsoftmax_sum_ptr = dsoftmax_sum.data_ptr<float>();
   at::Tensor lse_log2;  // the SM90 kernel's copy of the LSE in its row blocks
-  at::Tensor kv_blocks;  // the SM90 kernel's grid over a packed batch (BwdParams::first_kv_block, kv_block_table)
+  at::Tensor block_tables;  // the SM90 grids over a packed batch (BwdParams kv_block_table, q_block_table, ...)
   if (kernel.key.arch == Arch::kSm90) {
     lse_log2 = at::empty({sequences, s.heads_q, q_accum_rows}, f32);
     params.lse_log2_ptr = lse_log2.data_ptr<float>();
     if (varlen) {
-      int64_t const table_ints = 2 * varlen_kv_table_entries(k.size(0), s.batch);
-      kv_blocks = at::empty({table_ints + s.batch + 1}, q.options().dtype(at::kInt));
-      params.kv_block_table = kv_blocks.data_ptr<int>();  // first, so 8-byte aligned
-      params.first_kv_block = kv_blocks.data_ptr<int>() + table_ints;
+      int64_t const kv_table_ints = 2 * varlen_block_table_entries(k.size(0), s.batch);
+      int64_t const q_table_ints = 2 * varlen_block_table_entries(q.size(0), s.batch);
+      block_tables = at::empty({kv_table_ints + q_table_ints + 2 * (s.batch + 1)}, q.options().dtype(at::kInt));
+      int* const ints = block_tables.data_ptr<int>();  // the tables first, so 8-byte aligned
+      params.kv_block_table = ints;
+      params.q_block_table = ints + kv_table_ints;
+      params.first_kv_block = ints + kv_table_ints + q_table_ints;
+      params.first_q_block = params.first_kv_block + s.batch + 1;
     }
   }
   bool const grouped = s.heads_q != s.heads_kv;

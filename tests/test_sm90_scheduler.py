@@ -157,19 +157,21 @@ def test_varlen_walk_mirror_is_the_kernels(causal):
     assert [(b, m) for m, _, b in tiles[0]] == [(b, m) for b, m, _ in varlen_walk(lengths, 128, 128, causal)]
 
 
+@pytest.mark.parametrize("block_rows", [64, 128])
 @pytest.mark.parametrize("reverse", [False, True], ids=["increasing", "reversed"])
 @pytest.mark.parametrize("lengths", [[1, 0, 17, 113, 203, 64], [1000, 4097, 33, 1], [0, 0, 5], [128, 256, 129],
                                      [16384] + [256] * 64, [256] * 64 + [16384]])
-def test_backward_varlen_grid_covers_every_kv_block_once(lengths, reverse):
-    """The SM90 backward's grid over a packed batch (at most total / 128 + batch CTAs per head): every K/V block of
-    every sequence exactly once, in sequence order, each one's blocks in increasing order (decreasing for the
-    deterministic causal kernel), the rest of the CTAs idle."""
-    r = subprocess.run([str(enumerate_binary()), "blocks", "128", str(int(reverse)), *map(str, lengths)],
+def test_backward_varlen_grids_cover_every_block_once(lengths, reverse, block_rows):
+    """The SM90 backward's grids over a packed batch (at most total / block_rows + batch CTAs per head; K/V blocks
+    for the kernel, Q blocks of 64 rows for the pre- and postprocess): every block of every sequence exactly once,
+    in sequence order, each one's blocks in increasing order (decreasing for the deterministic causal kernel), the
+    rest of the CTAs idle."""
+    r = subprocess.run([str(enumerate_binary()), "blocks", str(block_rows), str(int(reverse)), *map(str, lengths)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     ctas = [line.split()[2:] for line in r.stdout.splitlines()]
-    assert len(ctas) == sum(lengths) // 128 + len(lengths)
+    assert len(ctas) == sum(lengths) // block_rows + len(lengths)
     visited = [(int(b), int(n)) for b, n in (c for c in ctas if c != ["none"])]
-    blocks = lambda b: range(ceil(lengths[b] / 128))
+    blocks = lambda b: range(ceil(lengths[b] / block_rows))
     assert visited == [(b, n) for b in range(len(lengths)) for n in (reversed(blocks(b)) if reverse else blocks(b))]
     assert all(c == ["none"] for c in ctas[len(visited):])

@@ -109,6 +109,27 @@ __host__ __device__ inline int sequence_of_block(int const* first, int batch, in
   return lo;
 }
 
+// Entry x of a grid of grid_x CTAs over those blocks (the SM90 backward's varlen tables, common/params.h): the
+// sequence and its block, the blocks of a sequence in increasing order, or decreasing with reverse; {batch, 0} past
+// the last block and for every block of a sequence that does not fit the grid whole (malformed cu_seqlens only).
+struct SequenceBlock {
+  int sequence;
+  int block;
+};
+__host__ __device__ inline SequenceBlock sequence_block_of(int const* first, int batch, int grid_x, int x,
+                                                           bool reverse) {
+  int const b = sequence_of_block(first, batch, x);
+  if (b >= batch || first[b + 1] > grid_x) { return {batch, 0}; }
+  int const i = x - first[b];
+  return {b, reverse ? first[b + 1] - first[b] - 1 - i : i};
+}
+
+// Entry x of such a table as the prepass stores it (int pairs, 8-byte aligned): one load.
+__host__ __device__ inline SequenceBlock table_entry(int const* table, int x) {
+  int2 const entry = reinterpret_cast<int2 const*>(table)[x];
+  return {entry.x, entry.y};
+}
+
 // The K/V blocks that visit Q block m_block in the backward (the inverse of q_block_range): blocks [0, n_end).
 template <int kBlockM, int kBlockN, bool kCausal>
 __host__ __device__ inline int kv_blocks_visiting(SeqInfo const& seq, int m_block) {

@@ -128,18 +128,22 @@ struct BwdParams : AttnParams {
   int* __restrict__ dq_semaphore;   // heads_q x SeqInfo::q_semaphores() per sequence block (common/seqlen.h)
   int* __restrict__ dkv_semaphore;  // heads_kv x SeqInfo::k_semaphores(), GQA only
 
-  // Varlen on SM90: the grid's K/V blocks are those of the sequences one after another. The kernel's prepass
-  // (sm90/varlen_schedule.h) writes first_kv_block[b], sequence b's first block (batch + 1 ints, the last the
-  // total), and then kv_block_table[x], the (sequence, block) that CTA x runs ((batch, 0) for none): one load per
-  // CTA. Workspaces of the caller, kv_block_table sized by varlen_kv_table_entries. Null otherwise.
+  // Varlen on SM90: the grids run over the blocks of the sequences one after another, K/V blocks (kBlockN keys:
+  // the kernel, and the dK / dV postprocess) and Q blocks (kBlockM queries: the preprocess, the dQ postprocess).
+  // The kernel's prepass (sm90/varlen_schedule.h) writes first_*_block[b], sequence b's first block (batch + 1
+  // ints, the last the total), and then *_block_table[x], the (sequence, block) that CTA x runs ((batch, 0) for
+  // none): one load per CTA. Workspaces of the caller, the tables sized by varlen_block_table_entries. Null
+  // otherwise.
   int* __restrict__ first_kv_block;
   int* __restrict__ kv_block_table;  // (sequence, block) pairs, 8-byte aligned
+  int* __restrict__ first_q_block;
+  int* __restrict__ q_block_table;  // (sequence, block) pairs, 8-byte aligned
 };
 
-// The SM90 backward's K/V blocks are at least this tall, so a packed batch's grid has at most
-// total_k / kSm90BwdMinBlockN + batch CTAs per head (sm90/bwd_launch.h).
-constexpr int kSm90BwdMinBlockN = 64;
-inline int64_t varlen_kv_table_entries(int64_t total_k, int64_t batch) { return total_k / kSm90BwdMinBlockN + batch; }
+// The SM90 backward's Q and K/V blocks are at least this tall, so a packed batch's grids have at most
+// total / kSm90BwdMinBlockRows + batch CTAs per head (sm90/bwd_launch.h).
+constexpr int kSm90BwdMinBlockRows = 64;
+inline int64_t varlen_block_table_entries(int64_t total, int64_t batch) { return total / kSm90BwdMinBlockRows + batch; }
 
 // The semaphores are sized for row blocks of this many rows; the kernels' blocks are at least as tall.
 constexpr int kBwdSemaphoreRows = 64;

@@ -15,14 +15,13 @@
 
 namespace flashcute::sm80 {
 
+// grid: (row blocks, heads, batch), or the SM90 backward's packed-batch grid (row_block_of_cta).
 // after_prior_grid_starts: launched while the kernel before it may still run (the SM90 backward's), which the
 // postprocess waits for before reading the accumulators.
 template <class Traits, Grad kGrad>
-void launch_postprocess(BwdParams const& params, int row_blocks, int heads, cudaStream_t stream,
-                        bool after_prior_grid_starts = false) {
+void launch_postprocess(BwdParams const& params, dim3 grid, cudaStream_t stream, bool after_prior_grid_starts = false) {
   constexpr int kSmemBytes = PostprocessOf<Traits, kGrad>::kSmemBytes;
   static_assert(kSmemBytes <= 48 * 1024);
-  dim3 const grid(row_blocks, heads, params.batch);
   if (after_prior_grid_starts) {
     launch_after_prior_grid_starts(&bwd_postprocess_kernel<Traits, kGrad>, grid, dim3(Traits::kNThreads), kSmemBytes,
                                    stream, params);
@@ -45,10 +44,12 @@ void launch_bwd(BwdParams const& params, cudaStream_t stream) {
   kernel<<<dim3(blocks(params.seqlen_k, kBlockN), params.heads_q, params.batch), kThreads, kSmemBytes, stream>>>(
       params);
 
-  launch_postprocess<Traits, Grad::kDQ>(params, blocks(params.seqlen_q, kBlockM), params.heads_q, stream);
+  launch_postprocess<Traits, Grad::kDQ>(params, dim3(blocks(params.seqlen_q, kBlockM), params.heads_q, params.batch),
+                                        stream);
   if (params.dk_accum_ptr != nullptr) {
-    launch_postprocess<Traits, Grad::kDK>(params, blocks(params.seqlen_k, kBlockN), params.heads_kv, stream);
-    launch_postprocess<Traits, Grad::kDV>(params, blocks(params.seqlen_k, kBlockN), params.heads_kv, stream);
+    dim3 const kv_grid(blocks(params.seqlen_k, kBlockN), params.heads_kv, params.batch);
+    launch_postprocess<Traits, Grad::kDK>(params, kv_grid, stream);
+    launch_postprocess<Traits, Grad::kDV>(params, kv_grid, stream);
   }
 }
 

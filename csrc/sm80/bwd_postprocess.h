@@ -1,7 +1,7 @@
-// SM80 backward postprocess, one CTA per (row block, head, batch): a block of a float32 accumulator (in the
-// register order of the gemm that produced it, sm80/gmem.h accum_block) -> the gradient in 16-bit, staged in
-// shared memory for coalesced stores. dQ always (its accumulator gathers every K/V block's share, scaled by the
-// softmax scale here); dK and dV with GQA (their shares arrive scaled).
+// SM80 backward postprocess, one CTA per (row block, head, batch) (sm80/gmem.h row_block_of_cta): a block of a
+// float32 accumulator (in the register order of the gemm that produced it, sm80/gmem.h accum_block) -> the
+// gradient in 16-bit, staged in shared memory for coalesced stores. dQ always (its accumulator gathers every K/V
+// block's share, scaled by the softmax scale here); dK and dV with GQA (their shares arrive scaled).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -45,11 +45,11 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_postprocess_kernel(__gr
   using Of = PostprocessOf<Traits, kGrad>;
   constexpr int kBlockRows = Of::kBlockRows;
   extern __shared__ __align__(128) char smem[];
-  int const block = blockIdx.x;
+  auto const [bidb, block] = row_block_of_cta(Of::kIsDQ ? params.q_block_table : params.kv_block_table);
   int const bidh = blockIdx.y;  // a query head for dQ, a key/value head for dK and dV
-  int const bidb = blockIdx.z;
   int const tidx = threadIdx.x;
   wait_for_prior_grid();  // launched programmatically after the SM90 backward kernel: its accumulators complete
+  if (bidb >= params.batch) { return; }  // past the packed batch's blocks
   SeqInfo const seq(params, bidb);
 
   auto [mdO, mdQ, mdK, mdV] = make_grad_tensors<Element>(params, seq, bidh, bidh);

@@ -1,7 +1,8 @@
-// Backward preprocess, one CTA per (Q block, head, batch): D = rowsum(dO * O) per query row (the softmax
-// backward's correction, dS = P * (dP - D)), LSE * log2(e) where the kernel wants it, and zeroes the block's rows
-// of dQ's float32 accumulator. Rows past the sequence in the block get D = 0 and LSE * log2(e) = +inf. Arch-neutral:
-// the SM90 backward runs it with its own block height and thread count (sm90/bwd_kernel_traits.h PrePost).
+// Backward preprocess, one CTA per (Q block, head, batch) (sm80/gmem.h row_block_of_cta): D = rowsum(dO * O) per
+// query row (the softmax backward's correction, dS = P * (dP - D)), LSE * log2(e) where the kernel wants it, and
+// zeroes the block's rows of dQ's float32 accumulator. Rows past the sequence in the block get D = 0 and
+// LSE * log2(e) = +inf. Arch-neutral: the SM90 backward runs it with its own block height and thread count
+// (sm90/bwd_kernel_traits.h PrePost).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -20,11 +21,11 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_preprocess_kernel(__gri
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM;
   using TileShape = Shape<Int<kBlockM>, Int<Traits::kHeadDim>>;
-  int const m_block = blockIdx.x;
+  auto const [bidb, m_block] = row_block_of_cta(params.q_block_table);
   int const bidh = blockIdx.y;
-  int const bidb = blockIdx.z;
   int const tidx = threadIdx.x;
   allow_dependent_grids();  // the SM90 backward kernel may start; it waits for this grid before reading its outputs
+  if (bidb >= params.batch) { return; }  // past the packed batch's blocks
   SeqInfo const seq(params, bidb);
   int const row_end = seq.seqlen_q() - m_block * kBlockM;  // valid rows of this block
   if (row_end <= 0) { return; }  // past a shorter sequence of a variable-length batch (its rows are never read)

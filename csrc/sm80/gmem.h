@@ -5,6 +5,7 @@
 
 #include <cute/tensor.hpp>
 
+#include "common/block_range.h"
 #include "common/params.h"
 #include "common/seqlen.h"
 
@@ -16,6 +17,13 @@ using namespace cute;
 template <class T>
 CUTE_DEVICE auto head_rows(T* base, int64_t offset, int rows, int head_dim, int64_t row_stride) {
   return make_tensor(make_gmem_ptr(base + offset), make_shape(rows, head_dim), make_stride(row_stride, _1{}));
+}
+
+// The (sequence, row block) of a backward pre- or postprocess CTA: blockIdx (z, x), or, on the SM90 backward's
+// packed-batch grid, entry blockIdx.x of its table (common/params.h), whose sequence is batch past the blocks.
+CUTE_DEVICE SequenceBlock row_block_of_cta(int const* table) {
+  if (table == nullptr) { return {int(blockIdx.z), int(blockIdx.x)}; }
+  return table_entry(table, int(blockIdx.x));
 }
 
 // -> (mQ, mK, mV, mO, mLSE): (seqlen_q, d), (seqlen_k, d), (seqlen_k, d), (seqlen_q, d), (seqlen_q)

@@ -68,9 +68,9 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   // sequence whose blocks do not all fit the grid (malformed cu_seqlens_k; in deterministic mode its present blocks
   // would wait for the missing ones forever), has nothing to write; it waits for the preprocess like every CTA.
   if constexpr (kVarlen) {
-    int2 const entry = reinterpret_cast<int2 const*>(bwd.kv_block_table)[blockIdx.x];
-    bidb = entry.x;
-    n_block = entry.y;
+    SequenceBlock const entry = table_entry(bwd.kv_block_table, int(blockIdx.x));
+    bidb = entry.sequence;
+    n_block = entry.block;
     if (bidb >= bwd.batch) {
       wait_for_prior_grid();
       return;

@@ -18,19 +18,26 @@ namespace flashcute::sm90 {
 template <class Traits, bool kCausal>
 void launch_bwd(BwdParams const& params, cudaStream_t stream) {
   using PrePost = typename Traits::PrePost;
+  static_assert(Traits::kBlockM >= kSm90BwdMinBlockRows && Traits::kBlockN >= kSm90BwdMinBlockRows,
+                "the varlen grids would outgrow BwdParams::q_block_table / kv_block_table");
   auto blocks = [](int rows, int block) { return (rows + block - 1) / block; };
-  auto varlen_grid_x = [](BwdParams const& p) { return p.total_k / Traits::kBlockN + p.batch; };
-
+  // Fixed length: (blocks, heads, batch). Varlen: the sequences' blocks one after another, at most total / block
+  // plus one partial block each (the prepass's tables give each CTA its sequence and block), head by head, so that
+  // a head's CTAs share its Q and dO in L2 (benchmarks/notes.md#d-sm90-varlen-bwd-heads-inner); the pre- and
+  // postprocess skip the empty (sequence, block) pairs of a grid sized by the longest sequence.
   bool const varlen = params.cu_seqlens_q != nullptr;
-  static_assert(Traits::kBlockN >= kSm90BwdMinBlockN, "the varlen grid would outgrow BwdParams::kv_block_table");
+  auto grid_of = [&](int rows, int total, int block, int heads) {
+    return varlen ? dim3(total / block + params.batch, heads, 1) : dim3(blocks(rows, block), heads, params.batch);
+  };
+  dim3 const q_grid = grid_of(params.seqlen_q, params.total_q, Traits::kBlockM, params.heads_q);
+  dim3 const kv_grid = grid_of(params.seqlen_k, params.total_k, Traits::kBlockN, params.heads_q);
+  dim3 const kv_heads_grid = grid_of(params.seqlen_k, params.total_k, Traits::kBlockN, params.heads_kv);
   if (varlen) {  // the caller allocated the prepass's workspaces (flash_api.cpp)
-    bool const reverse_blocks = BwdMainloopOf<Traits, kCausal>::launch_highest_block_first(params);
-    varlen_kv_blocks_kernel<Traits::kBlockN>
-        <<<1, kVarlenScheduleThreads, 0, stream>>>(params, varlen_grid_x(params), reverse_blocks);
+    bool const reverse_kv_blocks = BwdMainloopOf<Traits, kCausal>::launch_highest_block_first(params);
+    varlen_bwd_blocks_kernel<Traits::kBlockM, Traits::kBlockN>
+        <<<1, kVarlenScheduleThreads, 0, stream>>>(params, q_grid.x, kv_grid.x, reverse_kv_blocks);
   }
-  sm80::bwd_preprocess_kernel<PrePost>
-      <<<dim3(blocks(params.seqlen_q, Traits::kBlockM), params.heads_q, params.batch), PrePost::kNThreads, 0, stream>>>(
-          params);
+  sm80::bwd_preprocess_kernel<PrePost><<<q_grid, PrePost::kNThreads, 0, stream>>>(params);
 
   BwdKernelParams<Traits, kCausal> const kernel_params{params, BwdMainloopOf<Traits, kCausal>::make_params(params),
                                                        BwdEpilogue<Traits>::make_params(params)};
@@ -45,23 +52,13 @@ void launch_bwd(BwdParams const& params, cudaStream_t stream) {
     allow_dynamic_smem<kFixedKernel, kSmemBytes>();
   }
   auto const kernel = varlen ? kVarlenKernel : kFixedKernel;
-  // Varlen: the sequences' K/V blocks one after another, at most total_k / kBlockN plus one partial block each
-  // (the prepass's kv_block_table gives each CTA its sequence and block), head by head, so that a head's CTAs
-  // share its Q and dO in L2 (benchmarks/notes.md#d-sm90-varlen-bwd-heads-inner); fixed length: (K/V blocks,
-  // heads, batch).
-  dim3 const grid = varlen ? dim3(varlen_grid_x(params), params.heads_q, 1)
-                           : dim3(blocks(params.seqlen_k, Traits::kBlockN), params.heads_q, params.batch);
-  launch_after_prior_grid_starts(kernel, grid, dim3(Traits::kNumThreads), kSmemBytes, stream, kernel_params);
+  launch_after_prior_grid_starts(kernel, kv_grid, dim3(Traits::kNumThreads), kSmemBytes, stream, kernel_params);
 
   constexpr bool kAfterPriorGridStarts = true;
-  sm80::launch_postprocess<PrePost, sm80::Grad::kDQ>(params, blocks(params.seqlen_q, Traits::kBlockM), params.heads_q,
-                                                     stream, kAfterPriorGridStarts);
+  sm80::launch_postprocess<PrePost, sm80::Grad::kDQ>(params, q_grid, stream, kAfterPriorGridStarts);
   if (params.dk_accum_ptr != nullptr) {
-    int const kv_blocks = blocks(params.seqlen_k, Traits::kBlockN);
-    sm80::launch_postprocess<PrePost, sm80::Grad::kDK>(params, kv_blocks, params.heads_kv, stream,
-                                                       kAfterPriorGridStarts);
-    sm80::launch_postprocess<PrePost, sm80::Grad::kDV>(params, kv_blocks, params.heads_kv, stream,
-                                                       kAfterPriorGridStarts);
+    sm80::launch_postprocess<PrePost, sm80::Grad::kDK>(params, kv_heads_grid, stream, kAfterPriorGridStarts);
+    sm80::launch_postprocess<PrePost, sm80::Grad::kDV>(params, kv_heads_grid, stream, kAfterPriorGridStarts);
   }
 }
 

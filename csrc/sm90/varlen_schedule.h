@@ -1,7 +1,7 @@
 // The varlen prepasses of the SM90 kernels, one CTA each. The forward's persistent scheduler (tile_scheduler.h):
 // FwdParams::varlen_schedule, the sequences longest first and the first work unit of each in that order, before
-// the forward kernel walks it. The backward's grid: BwdParams::first_kv_block. Device code only (the scheduler's
-// header stays host-compilable for its tests).
+// the forward kernel walks it. The backward's grids: BwdParams::kv_block_table and q_block_table. Device code
+// only (the scheduler's header stays host-compilable for its tests).
 #pragma once
 
 #include <cute/config.hpp>
@@ -98,33 +98,41 @@ __global__ void __launch_bounds__(kVarlenScheduleThreads) varlen_schedule_kernel
   if (threadIdx.x == 0) { first_unit[batch] = units_before; }
 }
 
-// The SM90 backward's prepass for a packed batch, one CTA, over a grid of grid_x CTAs per head that numbers the
-// K/V blocks (kBlockN keys) of the sequences one after another: BwdParams::first_kv_block, each sequence's first
-// block, then BwdParams::kv_block_table, each CTA's (sequence, block), (batch, 0) past the last block and for the
-// blocks of a sequence that does not fit the grid whole. A sequence's blocks run in increasing order, or decreasing
-// with reverse_blocks (BwdMainloop::launch_highest_block_first).
-template <int kBlockN>
-__global__ void __launch_bounds__(kVarlenScheduleThreads)
-    varlen_kv_blocks_kernel(__grid_constant__ BwdParams const params, int grid_x, bool reverse_blocks) {
+// Numbers the blocks (kBlockRows rows) of the sequences of a packed batch one after another for a grid of grid_x
+// CTAs per head: first[b], sequence b's first block (first[batch]: the total), then table[x], CTA x's
+// (sequence, block) (common/block_range.h sequence_block_of). rows_of(b): sequence b's rows. Every thread of the
+// CTA must call it.
+template <int kBlockRows, class RowsOf>
+CUTE_DEVICE void number_sequence_blocks(int batch, RowsOf rows_of, int grid_x, bool reverse, int* first, int* table) {
   int blocks_before = 0;
-  for (int b0 = 0; b0 < params.batch; b0 += kVarlenScheduleThreads) {
+  for (int b0 = 0; b0 < batch; b0 += kVarlenScheduleThreads) {
     int const b = b0 + int(threadIdx.x);
-    int const blocks = b < params.batch ? (SeqInfo(params, b).seqlen_k() + kBlockN - 1) / kBlockN : 0;
+    int const blocks = b < batch ? (rows_of(b) + kBlockRows - 1) / kBlockRows : 0;
     int chunk_blocks = 0;
     int const before = block_exclusive_sum<kVarlenScheduleThreads>(blocks, chunk_blocks);
-    if (b < params.batch) { params.first_kv_block[b] = blocks_before + before; }
+    if (b < batch) { first[b] = blocks_before + before; }
     blocks_before += chunk_blocks;
   }
-  if (threadIdx.x == 0) { params.first_kv_block[params.batch] = blocks_before; }
-  __syncthreads();  // first_kv_block written (global writes of this CTA, visible to its threads after the barrier)
+  if (threadIdx.x == 0) { first[batch] = blocks_before; }
+  __syncthreads();  // first written (global writes of this CTA, visible to its threads after the barrier)
   for (int x = threadIdx.x; x < grid_x; x += kVarlenScheduleThreads) {
-    int const b = sequence_of_block(params.first_kv_block, params.batch, x);
-    bool const runs = b < params.batch && params.first_kv_block[b + 1] <= grid_x;
-    int const i = runs ? x - params.first_kv_block[b] : 0;
-    int const last = runs ? params.first_kv_block[b + 1] - params.first_kv_block[b] - 1 : 0;
-    reinterpret_cast<int2*>(params.kv_block_table)[x] =
-        runs ? make_int2(b, reverse_blocks ? last - i : i) : make_int2(params.batch, 0);
+    SequenceBlock const entry = sequence_block_of(first, batch, grid_x, x, reverse);
+    reinterpret_cast<int2*>(table)[x] = make_int2(entry.sequence, entry.block);
   }
+}
+
+// The SM90 backward's prepass for a packed batch, one CTA: the K/V blocks of the kernel's grid (kv_grid_x CTAs
+// per head; BwdParams::first_kv_block, kv_block_table; a sequence's blocks highest first with reverse_kv_blocks,
+// BwdMainloop::launch_highest_block_first) and the Q blocks of the pre- and postprocess's (q_grid_x;
+// first_q_block, q_block_table).
+template <int kBlockM, int kBlockN>
+__global__ void __launch_bounds__(kVarlenScheduleThreads)
+    varlen_bwd_blocks_kernel(__grid_constant__ BwdParams const params, int q_grid_x, int kv_grid_x,
+                             bool reverse_kv_blocks) {
+  number_sequence_blocks<kBlockN>(params.batch, [&](int b) { return SeqInfo(params, b).seqlen_k(); }, kv_grid_x,
+                                  reverse_kv_blocks, params.first_kv_block, params.kv_block_table);
+  number_sequence_blocks<kBlockM>(params.batch, [&](int b) { return SeqInfo(params, b).seqlen_q(); }, q_grid_x,
+                                  false, params.first_q_block, params.q_block_table);
 }
 
 }  // namespace flashcute::sm90

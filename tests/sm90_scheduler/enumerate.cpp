@@ -5,7 +5,7 @@
 // With lengths, the batch is packed (varlen; seqlen_q / seqlen_k are then the maximum lengths) and walked with
 // the schedule the kernel's prepass (varlen_schedule_kernel) would write: the sequences ordered by K/V blocks,
 // most first, and their units counted in that order (computed here on the host).
-// (And the backward's varlen grid: see kv_blocks below.)
+// (And the backward's varlen grids: see sequence_blocks below.)
 // Prints "tile <cta> <m_block> <head> <batch>" per visited tile, then "work <cta> <K/V blocks>" per CTA
 // (the blocks its tiles visit, from common/block_range.h with 128-column blocks). Built with g++ by
 // tests/test_sm90_scheduler.py; the device builtins the scheduler reads are plain globals here.
@@ -76,35 +76,34 @@ int walk_either(flashcute::FwdParams& p, int num_sms) {
   return walk<kBlockM, kCausal, true>(p, num_sms);
 }
 
-// enumerate blocks <block_n> <reverse> <lengths_k...>: the SM90 backward's varlen grid (bwd_launch.h; the
-// kv_block_table that varlen_kv_blocks_kernel writes for bwd_kernel.h), each sequence's blocks in increasing
-// order, or decreasing with reverse 1: for each CTA x, "cta <x> <sequence> <n_block>", or "cta <x> none" past the
-// sequences' blocks.
-int kv_blocks(int argc, char** argv) {
-  int const block_n = std::atoi(argv[2]);
+// enumerate blocks <block_rows> <reverse> <lengths...>: the SM90 backward's varlen grids (bwd_launch.h; the tables
+// that varlen_bwd_blocks_kernel writes for bwd_kernel.h and the pre- and postprocess), each sequence's blocks in
+// increasing order, or decreasing with reverse 1: for each CTA x, "cta <x> <sequence> <block>", or "cta <x> none"
+// past the sequences' blocks.
+int sequence_blocks(int argc, char** argv) {
+  int const block_rows = std::atoi(argv[2]);
   bool const reverse = std::atoi(argv[3]) != 0;
   int const batch = argc - 4;
   std::vector<int> first(batch + 1), cu(batch + 1);
   for (int b = 0; b < batch; ++b) {
     int const length = std::atoi(argv[4 + b]);
     cu[b + 1] = cu[b] + length;
-    first[b + 1] = first[b] + (length + block_n - 1) / block_n;  // varlen_kv_blocks_kernel's first_kv_block
+    first[b + 1] = first[b] + (length + block_rows - 1) / block_rows;  // number_sequence_blocks's first
   }
-  int const grid = cu[batch] / block_n + batch;
+  int const grid = cu[batch] / block_rows + batch;
   for (int x = 0; x < grid; ++x) {
-    int const b = flashcute::sequence_of_block(first.data(), batch, x);
-    if (b >= batch || first[b + 1] > grid) {
+    flashcute::SequenceBlock const entry = flashcute::sequence_block_of(first.data(), batch, grid, x, reverse);
+    if (entry.sequence >= batch) {
       std::printf("cta %d none\n", x);
     } else {
-      int const i = x - first[b];
-      std::printf("cta %d %d %d\n", x, b, reverse ? first[b + 1] - first[b] - 1 - i : i);
+      std::printf("cta %d %d %d\n", x, entry.sequence, entry.block);
     }
   }
   return 0;
 }
 
 int main(int argc, char** argv) {
-  if (argc >= 3 && std::string(argv[1]) == "blocks") { return kv_blocks(argc, argv); }
+  if (argc >= 3 && std::string(argv[1]) == "blocks") { return sequence_blocks(argc, argv); }
   if (argc < 10) {
     std::fprintf(stderr, "usage: %s causal block_m batch heads_q heads_kv seqlen_q seqlen_k head_dim num_sms "
                  "[lengths_q... lengths_k...]\n", argv[0]);
