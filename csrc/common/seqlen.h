@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "params.h"
 
@@ -23,29 +24,49 @@ namespace flashcute {
 // kMaybeSequsedFixed: a fixed-length batch may set seqused_k (the decode kernel's cache lengths) and cache_leftpad:
 // sequence b then has keys cache_leftpad[b] .. seqused_k[b] - 1 of its cache, and causal aligns its diagonal
 // bottom-right.
-template <bool kMaybeVarlen, bool kMaybeSequsedFixed = false>
-struct SeqInfoOf {
+// kReadOnce: a packed sequence's starts and lengths are read from cu_seqlens (and seqused_k) at construction and
+// held, for a kernel that asks for them many times per tile across memory clobbers (every wgmma fence), where
+// each ask would repeat its chain of global loads (benchmarks/notes.md#d-sm90-varlen-seqinfo-read-once).
+struct NoRowsHeld {};
+struct RowsHeld {
+  int q_start_ = 0, k_start_ = 0, seqlen_q_ = 0, seqlen_k_ = 0;
+};
+
+template <bool kMaybeVarlen, bool kMaybeSequsedFixed = false, bool kReadOnce = false>
+struct SeqInfoOf : std::conditional_t<kReadOnce, RowsHeld, NoRowsHeld> {
   AttnParams const& params;
   int batch;
 
-  __host__ __device__ SeqInfoOf(AttnParams const& p, int b) : params(p), batch(b) {}
+  __host__ __device__ SeqInfoOf(AttnParams const& p, int b) : params(p), batch(b) {
+    if constexpr (kReadOnce) {
+      if (varlen()) {
+        this->q_start_ = read_q_start(), this->k_start_ = read_k_start();
+        this->seqlen_q_ = read_seqlen_q(), this->seqlen_k_ = read_seqlen_k();
+      }
+    }
+  }
 
   __host__ __device__ bool varlen() const { return kMaybeVarlen && params.cu_seqlens_q != nullptr; }
   // This sequence's first row in the packed q (k) tensor (varlen only).
-  __host__ __device__ int q_start() const { return clamp_row(params.cu_seqlens_q[batch], params.total_q); }
-  __host__ __device__ int k_start() const { return clamp_row(params.cu_seqlens_k[batch], params.total_k); }
+  __host__ __device__ int q_start() const {
+    if constexpr (kReadOnce) { return this->q_start_; }
+    return read_q_start();
+  }
+  __host__ __device__ int k_start() const {
+    if constexpr (kReadOnce) { return this->k_start_; }
+    return read_k_start();
+  }
 
   // Rows of the sequence; with varlen at most the max_seqlen the grid was sized for (seqlen_q / seqlen_k).
   __host__ __device__ int seqlen_q() const {
     if (!varlen()) { return params.seqlen_q; }
-    int const rows = clamp_row(params.cu_seqlens_q[batch + 1], params.total_q) - q_start();
-    return rows < 0 ? 0 : rows < params.seqlen_q ? rows : params.seqlen_q;
+    if constexpr (kReadOnce) { return this->seqlen_q_; }
+    return read_seqlen_q();
   }
   __host__ __device__ int seqlen_k() const {
     if (!varlen()) { return fixed_cache_keys() ? cache_keys_end() - cache_keys_start() : params.seqlen_k; }
-    int rows = clamp_row(params.cu_seqlens_k[batch + 1], params.total_k) - k_start();
-    if (params.seqused_k != nullptr && params.seqused_k[batch] < rows) { rows = params.seqused_k[batch]; }
-    return rows < 0 ? 0 : rows < params.seqlen_k ? rows : params.seqlen_k;
+    if constexpr (kReadOnce) { return this->seqlen_k_; }
+    return read_seqlen_k();
   }
   // Key j is visible to query i iff j <= i + causal_offset() (causal only); varlen aligns each sequence's
   // diagonal bottom-right.
@@ -130,6 +151,17 @@ struct SeqInfoOf {
   }
 
  private:
+  __host__ __device__ int read_q_start() const { return clamp_row(params.cu_seqlens_q[batch], params.total_q); }
+  __host__ __device__ int read_k_start() const { return clamp_row(params.cu_seqlens_k[batch], params.total_k); }
+  __host__ __device__ int read_seqlen_q() const {
+    int const rows = clamp_row(params.cu_seqlens_q[batch + 1], params.total_q) - read_q_start();
+    return rows < 0 ? 0 : rows < params.seqlen_q ? rows : params.seqlen_q;
+  }
+  __host__ __device__ int read_seqlen_k() const {
+    int rows = clamp_row(params.cu_seqlens_k[batch + 1], params.total_k) - read_k_start();
+    if (params.seqused_k != nullptr && params.seqused_k[batch] < rows) { rows = params.seqused_k[batch]; }
+    return rows < 0 ? 0 : rows < params.seqlen_k ? rows : params.seqlen_k;
+  }
   __host__ __device__ static int64_t round_up(int64_t rows, int64_t multiple) {
     return (rows + multiple - 1) / multiple * multiple;
   }

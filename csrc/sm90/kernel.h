@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   using TileShape_MNK = typename Traits::TileShape_MNK;
   using SharedStorage = typename Traits::SharedStorage;
   using Scheduler = TileScheduler<Traits::kBlockM, Traits::kCausal, kVarlen>;
-  using Seq = SeqInfoOf<kVarlen>;
+  using Seq = SeqInfoOf<kVarlen, false, /*kReadOnce=*/true>;
   using PingPong = WarpGroupPingPong<Traits::kNumMmaWarpGroups>;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kBlockN = Traits::kBlockN;

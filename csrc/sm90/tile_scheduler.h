@@ -105,7 +105,7 @@ struct TileScheduler {
     } else {
       while (sp.first_unit[cursor + 1] <= unit) { ++cursor; }
       int const batch = sp.order[cursor];
-      SeqInfoOf<true> const seq(fwd, batch);
+      SeqInfoOf<true, false, /*kReadOnce=*/true> const seq(fwd, batch);
       int const num_m_blocks = (seq.seqlen_q() + kBlockM - 1) / kBlockM;
       int const units_per_head = (num_m_blocks + kTilesPerUnit - 1) / kTilesPerUnit;
       int const section_heads = section_heads_for(sp, seq.seqlen_k(), sp.num_heads);
