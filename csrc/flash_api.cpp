@@ -19,6 +19,7 @@
 #include "common/params.h"
 #include "common/registry.h"
 #include "common/seqlen.h"
+#include "instantiations/kernel_table.h"
 
 namespace flashcute {
 
@@ -529,10 +530,6 @@ std::tuple<at::Tensor, at::Tensor> run_decode(char const* op, QKVShape const& s,
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return {out, lse};
 }
-
-// The fixed-length forward takes the decode kernel up to this many query rows: its 64-row tiles and split keys fill
-// the GPU where the forward's one CTA per 128 query rows would not.
-constexpr int64_t kDecodeMaxSeqlenQ = 16;
 
 }  // namespace
 

@@ -75,7 +75,8 @@ def table_header():
     parts = [HEADER, "#pragma once\n\nnamespace flashcute {\n\n",
              "// The kernel_table rows of a head dim: SM80 (and every backward) has one tile for both causal flags (\"all\").\n",
              "enum class FwdVariant { " + ", ".join(VARIANTS.values()) + " };\n\n",
-             f"constexpr int kLongSeqlenKMin = {kernel_table.LONG_SEQLEN_K_MIN};  // noncausal-longk from here\n\n"]
+             f"constexpr int kLongSeqlenKMin = {kernel_table.LONG_SEQLEN_K_MIN};  // noncausal-longk from here\n",
+             f"constexpr int kDecodeMaxSeqlenQ = {kernel_table.DECODE_MAX_SEQLEN_Q};  // fwd on the decode kernel up to here\n\n"]
     for arch in kernel_table.ARCHS:
         parts.append(f"namespace {arch} {{\n\n")
         if arch == "sm80":

@@ -7,6 +7,7 @@ namespace flashcute {
 enum class FwdVariant { kAll, kNonCausal, kCausal, kNonCausalLongK };
 
 constexpr int kLongSeqlenKMin = 4096;  // noncausal-longk from here
+constexpr int kDecodeMaxSeqlenQ = 16;  // fwd on the decode kernel up to here
 
 namespace sm80 {
 

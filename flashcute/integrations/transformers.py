@@ -28,7 +28,7 @@ import weakref
 
 import torch
 
-from flashcute import interface
+from flashcute import interface, kernel_table
 from flashcute.sdpa import _kernel, sdpa, unserved_reason, warn_fallback_once
 
 NAME = "flashcute"
@@ -283,15 +283,15 @@ def _varlen_attention(module, query, key, value, mask, packed, dropout, scaling,
     return out.new_zeros(batch, q_len, *out.shape[1:]).index_put(query_rows, out), None
 
 
-# Up to this many queries per row a left-padded batch runs the decode kernel (flash_api.cpp's kDecodeMaxSeqlenQ).
-DECODE_MAX_QUERIES = 16
 
 
 def _decodes_left_padded(mask, q, k, v):
     """Whether a padded batch's call goes to the decode kernel: a step after cached keys with few queries (a
     prefill runs the packed batch, which skips the padding rows), an inference call (that kernel has no backward),
     a mask padding on the left only, and a decode kernel for the dtype and head dim in this build."""
-    if mask is None or mask.padding is None or not 0 < q.shape[1] <= DECODE_MAX_QUERIES or q.shape[1] >= k.shape[1]:
+    if mask is None or mask.padding is None or q.shape[1] >= k.shape[1]:
+        return False
+    if not 0 < q.shape[1] <= kernel_table.DECODE_MAX_SEQLEN_Q:
         return False
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
         return False
