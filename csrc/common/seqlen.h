@@ -27,13 +27,13 @@ namespace flashcute {
 // kReadOnce: a packed sequence's starts and lengths are read from cu_seqlens (and seqused_k) at construction and
 // held, for a kernel that asks for them many times per tile across memory clobbers (every wgmma fence), where
 // each ask would repeat its chain of global loads (benchmarks/notes.md#d-sm90-varlen-seqinfo-read-once).
-struct NoRowsHeld {};
-struct RowsHeld {
+struct NoSequenceRowsHeld {};
+struct SequenceRowsHeld {
   int q_start_ = 0, k_start_ = 0, seqlen_q_ = 0, seqlen_k_ = 0;
 };
 
 template <bool kMaybeVarlen, bool kMaybeSequsedFixed = false, bool kReadOnce = false>
-struct SeqInfoOf : std::conditional_t<kReadOnce, RowsHeld, NoRowsHeld> {
+struct SeqInfoOf : std::conditional_t<kReadOnce, SequenceRowsHeld, NoSequenceRowsHeld> {
   AttnParams const& params;
   int batch;
 
@@ -49,24 +49,36 @@ struct SeqInfoOf : std::conditional_t<kReadOnce, RowsHeld, NoRowsHeld> {
   __host__ __device__ bool varlen() const { return kMaybeVarlen && params.cu_seqlens_q != nullptr; }
   // This sequence's first row in the packed q (k) tensor (varlen only).
   __host__ __device__ int q_start() const {
-    if constexpr (kReadOnce) { return this->q_start_; }
-    return read_q_start();
+    if constexpr (kReadOnce) {
+      return this->q_start_;
+    } else {
+      return read_q_start();
+    }
   }
   __host__ __device__ int k_start() const {
-    if constexpr (kReadOnce) { return this->k_start_; }
-    return read_k_start();
+    if constexpr (kReadOnce) {
+      return this->k_start_;
+    } else {
+      return read_k_start();
+    }
   }
 
   // Rows of the sequence; with varlen at most the max_seqlen the grid was sized for (seqlen_q / seqlen_k).
   __host__ __device__ int seqlen_q() const {
     if (!varlen()) { return params.seqlen_q; }
-    if constexpr (kReadOnce) { return this->seqlen_q_; }
-    return read_seqlen_q();
+    if constexpr (kReadOnce) {
+      return this->seqlen_q_;
+    } else {
+      return read_seqlen_q();
+    }
   }
   __host__ __device__ int seqlen_k() const {
     if (!varlen()) { return fixed_cache_keys() ? cache_keys_end() - cache_keys_start() : params.seqlen_k; }
-    if constexpr (kReadOnce) { return this->seqlen_k_; }
-    return read_seqlen_k();
+    if constexpr (kReadOnce) {
+      return this->seqlen_k_;
+    } else {
+      return read_seqlen_k();
+    }
   }
   // Key j is visible to query i iff j <= i + causal_offset() (causal only); varlen aligns each sequence's
   // diagonal bottom-right.
