@@ -283,8 +283,6 @@ def _varlen_attention(module, query, key, value, mask, packed, dropout, scaling,
     return out.new_zeros(batch, q_len, *out.shape[1:]).index_put(query_rows, out), None
 
 
-
-
 def _decodes_left_padded(mask, q, k, v):
     """Whether a padded batch's call goes to the decode kernel: a step after cached keys with few queries (a
     prefill runs the packed batch, which skips the padding rows), an inference call (that kernel has no backward),

@@ -84,13 +84,14 @@ int sequence_blocks(int argc, char** argv) {
   int const block_rows = std::atoi(argv[2]);
   bool const reverse = std::atoi(argv[3]) != 0;
   int const batch = argc - 4;
-  std::vector<int> first(batch + 1), cu(batch + 1);
+  std::vector<int> first(batch + 1);
+  int total = 0;
   for (int b = 0; b < batch; ++b) {
     int const length = std::atoi(argv[4 + b]);
-    cu[b + 1] = cu[b] + length;
+    total += length;
     first[b + 1] = first[b] + (length + block_rows - 1) / block_rows;  // number_sequence_blocks's first
   }
-  int const grid = cu[batch] / block_rows + batch;
+  int const grid = total / block_rows + batch;
   for (int x = 0; x < grid; ++x) {
     flashcute::SequenceBlock const entry = flashcute::sequence_block_of(first.data(), batch, grid, x, reverse);
     if (entry.sequence >= batch) {
