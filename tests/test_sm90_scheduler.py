@@ -157,21 +157,40 @@ def test_varlen_walk_mirror_is_the_kernels(causal):
     assert [(b, m) for m, _, b in tiles[0]] == [(b, m) for b, m, _ in varlen_walk(lengths, 128, 128, causal)]
 
 
+VARLEN_BWD_LENGTHS = [[1, 0, 17, 113, 203, 64], [1000, 4097, 33, 1], [0, 0, 5], [128, 256, 129],
+                      [16384] + [256] * 64, [256] * 64 + [16384]]
+
+
 @pytest.mark.parametrize("block_rows", [64, 128])
-@pytest.mark.parametrize("reverse", [False, True], ids=["increasing", "reversed"])
-@pytest.mark.parametrize("lengths", [[1, 0, 17, 113, 203, 64], [1000, 4097, 33, 1], [0, 0, 5], [128, 256, 129],
-                                     [16384] + [256] * 64, [256] * 64 + [16384]])
-def test_backward_varlen_grids_cover_every_block_once(lengths, reverse, block_rows):
-    """The SM90 backward's grids over a packed batch (at most total / block_rows + batch CTAs per head; K/V blocks
-    for the kernel, Q blocks of 64 rows for the pre- and postprocess): every block of every sequence exactly once,
-    in sequence order, each one's blocks in increasing order (decreasing for the deterministic causal kernel), the
-    rest of the CTAs idle."""
-    r = subprocess.run([str(enumerate_binary()), "blocks", str(block_rows), str(int(reverse)), *map(str, lengths)],
+@pytest.mark.parametrize("lengths", VARLEN_BWD_LENGTHS)
+def test_backward_varlen_tables_cover_every_block_once(lengths, block_rows):
+    """The SM90 backward's tables over a packed batch (at most total / block_rows + batch entries; K/V blocks, and
+    Q blocks of 64 rows for the pre- and postprocess): every block of every sequence exactly once, in sequence
+    order, each one's blocks in increasing order, the rest of the entries idle."""
+    r = subprocess.run([str(enumerate_binary()), "blocks", str(block_rows), *map(str, lengths)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     ctas = [line.split()[2:] for line in r.stdout.splitlines()]
     assert len(ctas) == sum(lengths) // block_rows + len(lengths)
     visited = [(int(b), int(n)) for b, n in (c for c in ctas if c != ["none"])]
-    blocks = lambda b: range(ceil(lengths[b] / block_rows))
-    assert visited == [(b, n) for b in range(len(lengths)) for n in (reversed(blocks(b)) if reverse else blocks(b))]
+    assert visited == [(b, n) for b in range(len(lengths)) for n in range(ceil(lengths[b] / block_rows))]
+    assert all(c == ["none"] for c in ctas[len(visited):])
+
+
+@pytest.mark.parametrize("highest_first", [False, True], ids=["increasing", "highest-first"])
+@pytest.mark.parametrize("lengths", VARLEN_BWD_LENGTHS)
+def test_backward_varlen_kernel_grid_runs_in_the_fixed_length_order(lengths, highest_first):
+    """The SM90 backward kernel's 1-D grid over a packed batch ((total / 128 + batch) x heads CTAs): every
+    (sequence, head, K/V block) exactly once, in the fixed-length grid's order with sequences for batch (sequence
+    slowest, then head, then block; blocks decreasing for the deterministic causal kernel), the rest idle."""
+    heads = 3
+    r = subprocess.run([str(enumerate_binary()), "kernel", "128", str(heads), str(int(highest_first)),
+                        *map(str, lengths)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    ctas = [line.split()[2:] for line in r.stdout.splitlines()]
+    assert len(ctas) == (sum(lengths) // 128 + len(lengths)) * heads
+    visited = [tuple(map(int, c)) for c in ctas if c != ["none"]]
+    blocks = lambda b: range(ceil(lengths[b] / 128))
+    assert visited == [(b, h, n) for b in range(len(lengths)) for h in range(heads)
+                       for n in (reversed(blocks(b)) if highest_first else blocks(b))]
     assert all(c == ["none"] for c in ctas[len(visited):])

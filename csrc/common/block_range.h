@@ -110,24 +110,42 @@ __host__ __device__ inline int sequence_of_block(int const* first, int batch, in
 }
 
 // Entry x of a grid of grid_x CTAs over those blocks (the SM90 backward's varlen tables, common/params.h): the
-// sequence and its block, the blocks of a sequence in increasing order, or decreasing with reverse; {batch, 0} past
-// the last block and for every block of a sequence that does not fit the grid whole (malformed cu_seqlens only).
+// sequence and its block; {batch, 0} past the last block and for every block of a sequence that does not fit the
+// grid whole (malformed cu_seqlens only).
 struct SequenceBlock {
   int sequence;
   int block;
 };
-__host__ __device__ inline SequenceBlock sequence_block_of(int const* first, int batch, int grid_x, int x,
-                                                           bool reverse) {
+__host__ __device__ inline SequenceBlock sequence_block_of(int const* first, int batch, int grid_x, int x) {
   int const b = sequence_of_block(first, batch, x);
   if (b >= batch || first[b + 1] > grid_x) { return {batch, 0}; }
-  int const i = x - first[b];
-  return {b, reverse ? first[b + 1] - first[b] - 1 - i : i};
+  return {b, x - first[b]};
 }
 
 // Entry x of such a table as the prepass stores it (int pairs, 8-byte aligned): one load.
 __host__ __device__ inline SequenceBlock table_entry(int const* table, int x) {
   int2 const entry = reinterpret_cast<int2 const*>(table)[x];
   return {entry.x, entry.y};
+}
+
+// CTA cta of the SM90 backward kernel's packed-batch grid, grid_x * heads CTAs in the fixed-length grid's order
+// with sequences for batch: the sequences one after another, each one's CTAs head by head, a head's blocks in a
+// row, increasing or (highest_first) decreasing. Sequence s owns CTAs [first[s] * heads, first[s + 1] * heads), so
+// table entry cta / heads names it (one load, then two). sequence = batch: no block (sequence_block_of).
+struct SequenceHeadBlock {
+  int sequence;
+  int head;
+  int block;
+};
+__host__ __device__ inline SequenceHeadBlock sequence_head_block_of(int const* table, int const* first, int batch,
+                                                                    int heads, int cta, bool highest_first) {
+  int const sequence = table_entry(table, cta / heads).sequence;
+  if (sequence >= batch) { return {batch, 0, 0}; }
+  int const blocks = first[sequence + 1] - first[sequence];
+  int const in_sequence = cta - first[sequence] * heads;
+  int const head = in_sequence / blocks;
+  int const i = in_sequence - head * blocks;
+  return {sequence, head, highest_first ? blocks - 1 - i : i};
 }
 
 // The K/V blocks that visit Q block m_block in the backward (the inverse of q_block_range): blocks [0, n_end).

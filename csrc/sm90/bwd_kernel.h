@@ -61,20 +61,21 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
   SharedStorage& shared = *reinterpret_cast<SharedStorage*>(smem_buf);
 
   int n_block = blockIdx.x;
-  int const bidh = blockIdx.y;
+  int bidh = blockIdx.y;
   int bidb = blockIdx.z;
-  // Varlen: blockIdx.x numbers the K/V blocks of the sequences one after another (bwd_launch.h), and the prepass's
-  // table says whose, so a CTA starts after one load rather than a search. A CTA past the last block, or of a
+  // Varlen: a 1-D grid in the fixed-length grid's order, sequences for batch (common/block_range.h
+  // sequence_head_block_of, over the prepass's numbering of the K/V blocks). A CTA past the last block, or of a
   // sequence whose blocks do not all fit the grid (malformed cu_seqlens_k; in deterministic mode its present blocks
   // would wait for the missing ones forever), has nothing to write; it waits for the preprocess like every CTA.
   if constexpr (kVarlen) {
-    SequenceBlock const entry = table_entry(bwd.kv_block_table, int(blockIdx.x));
-    bidb = entry.sequence;
-    n_block = entry.block;
-    if (bidb >= bwd.batch) {
+    SequenceHeadBlock const cta = sequence_head_block_of(bwd.kv_block_table, bwd.first_kv_block, bwd.batch,
+                                                         bwd.heads_q, int(blockIdx.x),
+                                                         Mainloop::launch_highest_block_first(bwd));
+    if (cta.sequence >= bwd.batch) {
       wait_for_prior_grid();
       return;
     }
+    bidb = cta.sequence, bidh = cta.head, n_block = cta.block;
   } else if (Mainloop::launch_highest_block_first(bwd)) {
     n_block = gridDim.x - 1 - blockIdx.x;
   }

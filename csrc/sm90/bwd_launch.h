@@ -3,6 +3,9 @@
 // run with this kernel's block heights, threads and accumulator order (BwdKernelTraits::PrePost).
 #pragma once
 
+#include <cstdint>
+#include <cstdio>
+
 #include <cuda_runtime.h>
 
 #include "common/launch.h"
@@ -22,9 +25,11 @@ void launch_bwd(BwdParams const& params, cudaStream_t stream) {
                 "the varlen grids would outgrow BwdParams::q_block_table / kv_block_table");
   auto blocks = [](int rows, int block) { return (rows + block - 1) / block; };
   // Fixed length: (blocks, heads, batch). Varlen: the sequences' blocks one after another, at most total / block
-  // plus one partial block each (the prepass's tables give each CTA its sequence and block), head by head, so that
-  // a head's CTAs share its Q and dO in L2 (benchmarks/notes.md#d-sm90-varlen-bwd-heads-inner); the pre- and
-  // postprocess skip the empty (sequence, block) pairs of a grid sized by the longest sequence.
+  // plus one partial block each (the prepass's tables give each CTA its sequence and block), so that the pre- and
+  // postprocess skip the empty (sequence, block) pairs of a grid sized by the longest sequence; the kernel's, 1-D,
+  // runs them in the fixed-length grid's order (bwd_kernel.h): a head's K/V blocks together, whose CTAs share its
+  // Q and dO in L2 (benchmarks/notes.md#d-sm90-varlen-bwd-heads-inner), and each sequence's heads before the next
+  // sequence's, as FlashAttention-4's varlen scheduler does, so a packed batch's last CTAs are its last sequence's.
   bool const varlen = params.cu_seqlens_q != nullptr;
   auto grid_of = [&](int rows, int total, int block, int heads) {
     return varlen ? dim3(total / block + params.batch, heads, 1) : dim3(blocks(rows, block), heads, params.batch);
@@ -33,9 +38,8 @@ void launch_bwd(BwdParams const& params, cudaStream_t stream) {
   dim3 const kv_grid = grid_of(params.seqlen_k, params.total_k, Traits::kBlockN, params.heads_q);
   dim3 const kv_heads_grid = grid_of(params.seqlen_k, params.total_k, Traits::kBlockN, params.heads_kv);
   if (varlen) {  // the caller allocated the prepass's workspaces (flash_api.cpp)
-    bool const reverse_kv_blocks = BwdMainloopOf<Traits, kCausal>::launch_highest_block_first(params);
     varlen_bwd_blocks_kernel<Traits::kBlockM, Traits::kBlockN>
-        <<<1, kVarlenScheduleThreads, 0, stream>>>(params, q_grid.x, kv_grid.x, reverse_kv_blocks);
+        <<<1, kVarlenScheduleThreads, 0, stream>>>(params, q_grid.x, kv_grid.x);
   }
   sm80::bwd_preprocess_kernel<PrePost><<<q_grid, PrePost::kNThreads, 0, stream>>>(params);
 
@@ -52,7 +56,8 @@ void launch_bwd(BwdParams const& params, cudaStream_t stream) {
     allow_dynamic_smem<kFixedKernel, kSmemBytes>();
   }
   auto const kernel = varlen ? kVarlenKernel : kFixedKernel;
-  launch_after_prior_grid_starts(kernel, kv_grid, dim3(Traits::kNumThreads), kSmemBytes, stream, kernel_params);
+  dim3 const kernel_grid = varlen ? dim3(kv_grid.x * kv_grid.y) : kv_grid;  // can_run bounds the product
+  launch_after_prior_grid_starts(kernel, kernel_grid, dim3(Traits::kNumThreads), kSmemBytes, stream, kernel_params);
 
   constexpr bool kAfterPriorGridStarts = true;
   sm80::launch_postprocess<PrePost, sm80::Grad::kDQ>(params, q_grid, stream, kAfterPriorGridStarts);
@@ -69,6 +74,13 @@ struct BwdKernel {
 
   // The caller allocates lse_log2_ptr for kernels of this arch (flash_api.cpp).
   static bool can_run(BwdParams const& params, char* why, int why_size) {
+    bool const varlen = params.cu_seqlens_q != nullptr;
+    int64_t const varlen_ctas = (int64_t(params.total_k) / Traits::kBlockN + params.batch) * params.heads_q;
+    if (varlen && varlen_ctas > int64_t(INT32_MAX)) {  // the packed batch's 1-D grid (launch_bwd)
+      snprintf(why, why_size, "a packed batch needs (total_k / %d + batch) x heads_q <= 2^31 - 1 CTAs, got %lld",
+               Traits::kBlockN, static_cast<long long>(varlen_ctas));
+      return false;
+    }
     return tma_can_run(params, sizeof(Element), kHeadDim, Traits::kTmaBoxCols, why, why_size);
   }
 

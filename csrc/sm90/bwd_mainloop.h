@@ -222,7 +222,7 @@ struct BwdMainloop {
                              rotation_group(bwd));
   }
   // Deterministic and causal, a dQ block's turn goes to the highest K/V block first (dq_turn): the grids launch
-  // each sequence's blocks highest first too (bwd_kernel.h; varlen: the prepass's table), so that no CTA waits for
+  // each sequence's blocks highest first too (bwd_kernel.h; varlen: sequence_head_block_of), so that no CTA waits for
   // one not yet resident (FlashAttention-3's shortest first).
   CUTLASS_HOST_DEVICE static bool launch_highest_block_first(BwdParams const& bwd) {
     return kCausal && bwd.dq_semaphore != nullptr;

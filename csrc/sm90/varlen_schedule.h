@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(kVarlenScheduleThreads) varlen_schedule_kernel
 // (sequence, block) (common/block_range.h sequence_block_of). rows_of(b): sequence b's rows. Every thread of the
 // CTA must call it.
 template <int kBlockRows, class RowsOf>
-CUTE_DEVICE void number_sequence_blocks(int batch, RowsOf rows_of, int grid_x, bool reverse, int* first, int* table) {
+CUTE_DEVICE void number_sequence_blocks(int batch, RowsOf rows_of, int grid_x, int* first, int* table) {
   int blocks_before = 0;
   for (int b0 = 0; b0 < batch; b0 += kVarlenScheduleThreads) {
     int const b = b0 + int(threadIdx.x);
@@ -116,23 +116,21 @@ CUTE_DEVICE void number_sequence_blocks(int batch, RowsOf rows_of, int grid_x, b
   if (threadIdx.x == 0) { first[batch] = blocks_before; }
   __syncthreads();  // first written (global writes of this CTA, visible to its threads after the barrier)
   for (int x = threadIdx.x; x < grid_x; x += kVarlenScheduleThreads) {
-    SequenceBlock const entry = sequence_block_of(first, batch, grid_x, x, reverse);
+    SequenceBlock const entry = sequence_block_of(first, batch, grid_x, x);
     reinterpret_cast<int2*>(table)[x] = make_int2(entry.sequence, entry.block);
   }
 }
 
-// The SM90 backward's prepass for a packed batch, one CTA: the K/V blocks of the kernel's grid (kv_grid_x CTAs
-// per head; BwdParams::first_kv_block, kv_block_table; a sequence's blocks highest first with reverse_kv_blocks,
-// BwdMainloop::launch_highest_block_first) and the Q blocks of the pre- and postprocess's (q_grid_x;
-// first_q_block, q_block_table).
+// The SM90 backward's prepass for a packed batch, one CTA: the K/V blocks (kv_grid_x per head; BwdParams::
+// first_kv_block, kv_block_table), which the kernel's grid and the dK / dV postprocess run on, and the Q blocks of
+// the preprocess and the dQ postprocess (q_grid_x; first_q_block, q_block_table).
 template <int kBlockM, int kBlockN>
 __global__ void __launch_bounds__(kVarlenScheduleThreads)
-    varlen_bwd_blocks_kernel(__grid_constant__ BwdParams const params, int q_grid_x, int kv_grid_x,
-                             bool reverse_kv_blocks) {
+    varlen_bwd_blocks_kernel(__grid_constant__ BwdParams const params, int q_grid_x, int kv_grid_x) {
   number_sequence_blocks<kBlockN>(params.batch, [&](int b) { return SeqInfo(params, b).seqlen_k(); }, kv_grid_x,
-                                  reverse_kv_blocks, params.first_kv_block, params.kv_block_table);
+                                  params.first_kv_block, params.kv_block_table);
   number_sequence_blocks<kBlockM>(params.batch, [&](int b) { return SeqInfo(params, b).seqlen_q(); }, q_grid_x,
-                                  false, params.first_q_block, params.q_block_table);
+                                  params.first_q_block, params.q_block_table);
 }
 
 }  // namespace flashcute::sm90

@@ -76,35 +76,53 @@ int walk_either(flashcute::FwdParams& p, int num_sms) {
   return walk<kBlockM, kCausal, true>(p, num_sms);
 }
 
-// enumerate blocks <block_rows> <reverse> <lengths...>: the SM90 backward's varlen grids (bwd_launch.h; the tables
-// that varlen_bwd_blocks_kernel writes for bwd_kernel.h and the pre- and postprocess), each sequence's blocks in
-// increasing order, or decreasing with reverse 1: for each CTA x, "cta <x> <sequence> <block>", or "cta <x> none"
-// past the sequences' blocks.
+// enumerate blocks <block_rows> <lengths...>: the SM90 backward's varlen tables (bwd_launch.h; what
+// varlen_bwd_blocks_kernel writes for the pre- and postprocess): for each CTA x, "cta <x> <sequence> <block>", or
+// "cta <x> none" past the sequences' blocks.
+// enumerate kernel <block_n> <heads> <highest_first> <lengths...>: the kernel's 1-D grid over them (bwd_kernel.h,
+// sequence_head_block_of): for each CTA, "cta <c> <sequence> <head> <block>", or "cta <c> none".
 int sequence_blocks(int argc, char** argv) {
-  int const block_rows = std::atoi(argv[2]);
-  bool const reverse = std::atoi(argv[3]) != 0;
-  int const batch = argc - 4;
+  bool const kernel_grid = std::string(argv[1]) == "kernel";
+  int arg = 2;
+  int const block_rows = std::atoi(argv[arg++]);
+  int const heads = kernel_grid ? std::atoi(argv[arg++]) : 1;
+  bool const highest_first = kernel_grid && std::atoi(argv[arg++]) != 0;
+  int const batch = argc - arg;
   std::vector<int> first(batch + 1);
   int total = 0;
   for (int b = 0; b < batch; ++b) {
-    int const length = std::atoi(argv[4 + b]);
+    int const length = std::atoi(argv[arg + b]);
     total += length;
     first[b + 1] = first[b] + (length + block_rows - 1) / block_rows;  // number_sequence_blocks's first
   }
   int const grid = total / block_rows + batch;
+  std::vector<int> table(2 * grid);  // number_sequence_blocks's table
   for (int x = 0; x < grid; ++x) {
-    flashcute::SequenceBlock const entry = flashcute::sequence_block_of(first.data(), batch, grid, x, reverse);
+    flashcute::SequenceBlock const entry = flashcute::sequence_block_of(first.data(), batch, grid, x);
+    table[2 * x] = entry.sequence, table[2 * x + 1] = entry.block;
+    if (kernel_grid) { continue; }
     if (entry.sequence >= batch) {
       std::printf("cta %d none\n", x);
     } else {
       std::printf("cta %d %d %d\n", x, entry.sequence, entry.block);
     }
   }
+  for (int c = 0; kernel_grid && c < grid * heads; ++c) {
+    flashcute::SequenceHeadBlock const cta =
+        flashcute::sequence_head_block_of(table.data(), first.data(), batch, heads, c, highest_first);
+    if (cta.sequence >= batch) {
+      std::printf("cta %d none\n", c);
+    } else {
+      std::printf("cta %d %d %d %d\n", c, cta.sequence, cta.head, cta.block);
+    }
+  }
   return 0;
 }
 
 int main(int argc, char** argv) {
-  if (argc >= 3 && std::string(argv[1]) == "blocks") { return sequence_blocks(argc, argv); }
+  if (argc >= 3 && (std::string(argv[1]) == "blocks" || std::string(argv[1]) == "kernel")) {
+    return sequence_blocks(argc, argv);
+  }
   if (argc < 10) {
     std::fprintf(stderr, "usage: %s causal block_m batch heads_q heads_kv seqlen_q seqlen_k head_dim num_sms "
                  "[lengths_q... lengths_k...]\n", argv[0]);
