@@ -111,8 +111,8 @@ __global__ void __launch_bounds__(Traits::kNumThreads, 1)
     }
     // The warp-uniform test first: tested after the per-thread one, ptxas kept values of both roles live across
     // the branch and spilled them at 24 registers (benchmarks/notes.md#d-sm90-bwd-producer-branch).
-    if (warp_idx == 1) {
-      Mainloop::store_dq(bwd, shared, seq, n_block, bidh, range);
+    if (warp_idx >= 1 && warp_idx <= Mainloop::kdQWarps) {  // the dQ warps: 1, or (queries along M) one per stage
+      Mainloop::store_dq(bwd, shared, seq, n_block, bidh, range, /*dq_warp=*/warp_idx - 1);
     } else if (threadIdx.x == 0) {  // the pipelines' leader thread arms their barriers
       Mainloop::load(params.mainloop, bwd, shared, pipes, seq, n_block, bidh, bidh_kv, range);
     }

@@ -242,9 +242,11 @@ struct BwdMainloop {
   // consumer warpgroup's chunk of a Q block's dQ, once that warpgroup has put it in shared memory, is added into
   // this head's float32 accumulator by one bulk reduction (the chunks in warpgroup order, a bulk group each), in
   // turn with a turnstile.
+  // One dQ warp (bwd_kernel.h passes each dQ warp its index, 0 here).
+  static constexpr int kdQWarps = 1;
   template <class SharedStorage>
   CUTLASS_DEVICE static void store_dq(BwdParams const& bwd, SharedStorage& shared, SeqInfo const& seq, int n_block,
-                                      int bidh, QBlockRange const& range) {
+                                      int bidh, QBlockRange const& range, int /*dq_warp*/) {
     using cutlass::arch::NamedBarrier;
     constexpr int kThreads = cutlass::NumThreadsPerWarpGroup + cutlass::NumThreadsPerWarp;
     constexpr int kWarpGroups = Traits::kNumMmaWarpGroups;

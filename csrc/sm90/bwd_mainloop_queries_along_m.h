@@ -8,11 +8,12 @@
 //   dV^T += dO(m)^T.P ; dQ(m) = dS.K ; dK^T += Q(m)^T.dS   (SS, head dim along M for dV^T and dK^T)
 //   dQ(m) added into the float32 accumulator from the registers (red.global.add); or, deterministic:
 //   [every warpgroup's gemms done] dQ(m) parked in block m's own stages: warpgroup 0's half over Q(m), warpgroup
-//   1's over dO(m) (each stage holds exactly one such float32 half), for the dQ warp.
-// Deterministic, the dQ warp takes the turn (turnstile), adds both halves with bulk reductions and only then
-// releases the two stages to the producer: the consumers never wait for the turnstile, without the 48-64 KB a dQ
-// buffer of the first plan's kind would take here. Not in the default mode: a stage would wait for its reduction
-// before the producer could refill it (benchmarks/notes.md#d-sm90-bwd-det-park).
+//   1's over dO(m) (each stage holds exactly one such float32 half), for the stage's dQ warp.
+// Deterministic, a dQ warp per stage takes the turn (turnstile), adds both halves with bulk reductions and releases
+// each stage to the producer once its half has been read: the consumers never wait for the turnstile, without the
+// 48-64 KB a dQ buffer of the first plan's kind would take here, and one block's turn, reduction and completion
+// overlap the next block's (benchmarks/notes.md#d-sm90-bwd-det-dq-warp-per-stage). Not in the default mode: a
+// stage would wait for its reduction before the producer could refill it (benchmarks/notes.md#d-sm90-bwd-det-park).
 // P and dS have a stage per Q/dO stage: the stage a warpgroup writes for block m + 1 was last read by block m - 1's
 // gemms, which every warpgroup waited for before the block-m barrier.
 #pragma once
@@ -59,13 +60,16 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
     return bwd.dq_semaphore != nullptr ? 1 : kNumMmaThreads;
   }
 
-  // The dQ warp of the producer warpgroup, deterministic only (all 32 lanes, lane 0 issues): for each Q block, in
-  // its turn (BwdMainloop::dq_turn) and once both warpgroups have parked their halves of dQ over Q's (warpgroup 0)
-  // and dO's (warpgroup 1) stage, two bulk reductions add them into this head's float32 accumulator; when both
-  // have been read, the two stages go back to the producer (their empty barriers count this one arrival).
+  // Deterministic, the dQ warps of the producer warpgroup, one per Q/dO stage (warps 1 and 2; all 32 lanes, lane 0
+  // issues), each taking the Q blocks parked in its stage: for each, in its turn (BwdMainloop::dq_turn) and once
+  // both warpgroups have parked their halves of dQ over Q's (warpgroup 0) and dO's (warpgroup 1) stage, two bulk
+  // reductions add them into this head's float32 accumulator; each stage goes back to the producer once its half
+  // has been read (its empty barrier counts this one arrival), the turn once both are complete. With one warp the
+  // turn, reduction and completion of each block were serial, and the consumers waited for the stages they held.
+  static constexpr int kdQWarps = Traits::kStages;
   template <class SharedStorage>
   CUTLASS_DEVICE static void store_dq(BwdParams const& bwd, SharedStorage& shared, SeqInfo const& seq, int n_block,
-                                      int bidh, QBlockRange const& range) {
+                                      int bidh, QBlockRange const& range, int stage) {
     constexpr int kHalfElems = Traits::kdQHalfElems;
     bool const lane0 = cute::elect_one_sync();
     // Tested on the kernel parameter, not on a turnstile pointer computed from it: with that test, compute-sanitizer
@@ -73,32 +77,29 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
     if (bwd.dq_semaphore == nullptr) { return; }
     wait_for_prior_grid();  // the preprocess has zeroed the dQ accumulator
     float* const dq_accum_head = bwd.dq_accum_ptr + seq.q_accum_head_row(bidh) * kHeadDim;
-    typename Traits::PipelineQdO::PipelineState state;  // the consumers' stage of the block: theirs start at 0
     QBlockWalk const walk = Base::q_walk(bwd, range, n_block);
-    for (int i = 0; i < walk.count; ++i) {
+    // Step i of the walk is parked in stage i % kStages, the stage's (i / kStages)-th use (the consumers' states).
+    for (int i = stage; i < walk.count; i += Traits::kStages) {
       int const m_block = walk[i];
       int* const counter = Base::dq_counter(Base::dq_turnstiles(bwd, seq, bidh), m_block);
       if (lane0) { turnstile_spin(counter, Base::dq_turn(bwd, seq, m_block, n_block)); }
-      int const stage = state.index();
-      shared.barrier_dq_full[stage].wait(state.phase());
-      CUTLASS_PRAGMA_UNROLL
-      for (int wg = 0; wg < Traits::kNumMmaWarpGroups; ++wg) {
-        if (lane0) {
+      shared.barrier_dq_full[stage].wait((i / Traits::kStages) % 2);
+      if (lane0) {
+        CUTLASS_PRAGMA_UNROLL
+        for (int wg = 0; wg < Traits::kNumMmaWarpGroups; ++wg) {
           Element const* half = (wg == 0 ? shared.smem_q.data() : shared.smem_do.data()) + stage * Traits::kStageElems;
           bulk_reduce_add_f32(dq_accum_head + int64_t(m_block) * Traits::kdQElems + wg * kHalfElems,
                               reinterpret_cast<float const*>(half), kHalfElems * sizeof(float));
           tma_store_arrive();
         }
-      }
-      if (lane0) {
-        tma_store_wait<0>();  // both halves read: the producer may refill the stages
+        tma_store_wait<1>();  // Q's half read: Q's stage first, the first the block after next waits for
         shared.pipeline_q.empty_barrier_[stage].arrive();
+        tma_store_wait<0>();
         shared.pipeline_do.empty_barrier_[stage].arrive();
         bulk_wait_complete();
         turnstile_release(counter);
       }
       __syncwarp();
-      ++state;
     }
   }
 
