@@ -53,6 +53,21 @@ for _schema in (FWD_SCHEMA, BWD_SCHEMA, FWD_VARLEN_SCHEMA, BWD_VARLEN_SCHEMA, FW
 
 _CUDA = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
 
+# register_autograd's kernel, where no input needs a gradient, only calls the op again below the Autograd key: its
+# Python costs a few microseconds of every call, which decoding (one small call per layer and token) feels.
+_BELOW_AUTOGRAD = getattr(torch._C, "_AutoDispatchBelowAutograd", None)
+
+
+def call_forward(op, q, k, v, *options):
+    """op(q, k, v, *options) for fwd and fwd_varlen from the Python entry points: below the Autograd key straight
+    away where no input needs a gradient, as register_autograd's kernel would go; while torch.compile traces, and
+    where a gradient is needed, the op as it is."""
+    if (_BELOW_AUTOGRAD is None or torch.compiler.is_compiling()
+            or torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
+        return op(q, k, v, *options)
+    with _BELOW_AUTOGRAD():
+        return op(q, k, v, *options)
+
 
 def _require_cuda(op, **tensors):
     for name, t in tensors.items():

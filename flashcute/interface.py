@@ -2,7 +2,7 @@
 
 import torch
 
-from flashcute import _build, _ops  # noqa: F401 (_ops defines torch.ops.flashcute.*)
+from flashcute import _build, _ops  # _ops defines torch.ops.flashcute.*
 
 BACKENDS = ("auto", "sm80", "sm90")
 
@@ -28,7 +28,7 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, return_lse=False,
     """
     if backend not in BACKENDS:
         raise ValueError(f"flash_attn_func: backend must be one of {', '.join(map(repr, BACKENDS))}, got {backend!r}")
-    out, lse = torch.ops.flashcute.fwd(q, k, v, softmax_scale, causal, False, backend, deterministic)
+    out, lse = _ops.call_forward(torch.ops.flashcute.fwd, q, k, v, softmax_scale, causal, False, backend, deterministic)
     return (out, lse) if return_lse else out
 
 
@@ -52,8 +52,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         raise ValueError(
             f"flash_attn_varlen_func: backend must be one of {', '.join(map(repr, BACKENDS))}, got {backend!r}"
         )
-    out, lse = torch.ops.flashcute.fwd_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                              softmax_scale, causal, seqused_k, backend, deterministic)
+    out, lse = _ops.call_forward(torch.ops.flashcute.fwd_varlen, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                 max_seqlen_k, softmax_scale, causal, seqused_k, backend, deterministic)
     return (out, lse) if return_lse else out
 
 

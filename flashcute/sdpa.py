@@ -17,6 +17,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
+from flashcute import _ops
 from flashcute._build import FlashcuteUnavailable, load_library
 
 SERVED_DTYPES = (torch.float16, torch.bfloat16)
@@ -48,19 +49,21 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
     batched = query.dim() == 4
     if not batched:
         query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
-    out, _ = kernel(
-        query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
-        softmax_scale=scale, causal=is_causal, causal_top_left=True,
-        deterministic=torch.are_deterministic_algorithms_enabled(),
-    )
-    out = out.transpose(1, 2)
+    out = fwd_top_left(kernel, query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), is_causal,
+                       scale).transpose(1, 2)
     return out if batched else out.squeeze(0)
+
+
+def fwd_top_left(kernel, q, k, v, is_causal, scale):
+    """The op (`kernel`, from `_kernel()`) on (b, s, h, d) tensors with torch's SDPA semantics: top-left causal
+    alignment, deterministic while torch.use_deterministic_algorithms(True) is on. Returns out (b, s, h, d)."""
+    return _ops.call_forward(kernel, q, k, v, scale, is_causal, True, "auto",
+                             torch.are_deterministic_algorithms_enabled())[0]
 
 
 def unserved_reason(query, key, value, attn_mask=None, dropout_p=0.0, enable_gqa=False, scale=None):
     """Why flashcute's kernel cannot serve this SDPA call, or None when it can. The device is checked last,
     so every other reason reads the same on CPU tensors."""
-    tensors = (query, key, value)
     if attn_mask is not None:
         return "attn_mask is given (flashcute has no arbitrary masks; is_causal is served)"
     if dropout_p > 0.0:
@@ -88,11 +91,13 @@ def unserved_reason(query, key, value, attn_mask=None, dropout_p=0.0, enable_gqa
             return "query and key head counts differ and enable_gqa=False (torch broadcasts or rejects them)"
         if heads_q % heads_kv != 0:
             return f"{heads_q} query heads are not a multiple of {heads_kv} key/value heads"
-    if any(t.stride(-1) != 1 for t in tensors):
+    # Spelled out rather than looped over the three: decoding asks this once per layer and token.
+    if query.stride(-1) != 1 or key.stride(-1) != 1 or value.stride(-1) != 1:
         return "an input's last dimension is not contiguous"
-    if not all(t.is_cuda for t in tensors):
+    if not (query.is_cuda and key.is_cuda and value.is_cuda):
         return "the inputs are not all CUDA tensors"
-    if any(t.device != query.device for t in tensors):
+    device = query.device
+    if key.device != device or value.device != device:
         return "the inputs are on different devices"
     return None
 

@@ -29,7 +29,7 @@ import weakref
 import torch
 
 from flashcute import interface, kernel_table
-from flashcute.sdpa import _kernel, sdpa, unserved_reason, warn_fallback_once
+from flashcute.sdpa import _kernel, fwd_top_left, sdpa, unserved_reason, warn_fallback_once
 
 NAME = "flashcute"
 FALLBACK = "attn_implementation='flashcute' runs transformers' SDPA attention"
@@ -232,8 +232,16 @@ def flashcute_attention_forward(
         # Prefill into an empty static cache: keys past the prompt are invisible under top-left causal
         # masking, so slicing them off (a view) only saves their work.
         key, value = key[:, :, :q_len], value[:, :, :q_len]
-    out = sdpa(query, key, value, is_causal=is_causal, scale=scaling, enable_gqa=query.shape[1] != key.shape[1])
-    return out.transpose(1, 2), None
+    kernel = None
+    if unserved_reason(query, key, value, enable_gqa=True, scale=scaling) is None:
+        kernel = _kernel()[0]
+    if kernel is None:  # flashcute.sdpa falls back to torch's, with its warning
+        out = sdpa(query, key, value, is_causal=is_causal, scale=scaling, enable_gqa=query.shape[1] != key.shape[1])
+        return out.transpose(1, 2), None
+    # The op's (b, s, h, d) output is what transformers wants: no transposes back and forth (decoding calls this
+    # once per layer and token).
+    return fwd_top_left(kernel, query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), is_causal,
+                        scaling), None
 
 
 def _varlen_attention(module, query, key, value, mask, packed, dropout, scaling, is_causal, kwargs):
