@@ -206,6 +206,35 @@ def test_cuda_graph_sdpa(library):
     assert torch.equal(static_out, sdpa(*fresh, is_causal=True))
 
 
+# ---------------------------------------------------------------- calls without autograd
+
+
+@pytest.mark.parametrize("entry", ["flash_attn_func", "flash_attn_varlen_func", "sdpa"])
+def test_calls_without_grad_skip_autograd_and_match(library, entry):
+    """Where no input needs a gradient the entry points call the op below the Autograd key (_ops.call_forward):
+    the output must be the grad path's, bitwise, and carry no graph; with a gradient it must carry one."""
+    q, k, v = make_qkv(2, 130, 130, 4, 2, 128, seed=8)
+    cu_seqlens = torch.tensor([0, 130, 260], device="cuda", dtype=torch.int32)
+
+    def call(q, k, v):
+        if entry == "flash_attn_func":
+            return flashcute.flash_attn_func(q, k, v, causal=True)
+        if entry == "sdpa":
+            return sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, enable_gqa=True)
+        return flashcute.flash_attn_varlen_func(q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), cu_seqlens,
+                                                cu_seqlens, 130, 130, causal=True)
+
+    with torch.no_grad():
+        out_no_grad = call(q, k, v)
+    out_plain = call(q, k, v)  # grad mode on, no input requiring a gradient: also below autograd
+    q_grad = q.detach().clone().requires_grad_()
+    out_grad = call(q_grad, k, v)
+    assert out_no_grad.grad_fn is None and out_plain.grad_fn is None and out_grad.grad_fn is not None
+    assert torch.equal(out_no_grad, out_grad.detach()) and torch.equal(out_plain, out_grad.detach())
+    out_grad.float().sum().backward()
+    assert q_grad.grad is not None and torch.isfinite(q_grad.grad).all()
+
+
 # ---------------------------------------------------------------- streams and devices
 
 
