@@ -342,6 +342,30 @@ def test_packed_sequences_plumbing(reference_kernels, given):
         assert torch.allclose(flash_params[name].grad, param.grad, rtol=1e-3, atol=1e-5), name
 
 
+def test_continuous_batching_plumbing(reference_kernels):
+    """transformers' continuous batching (generate_batch: its paged cache, read back by index for each step of a
+    batch of requests of different lengths) hands the attention function the batch's cu_seq_lens and max lengths:
+    every layer of every step, prefill and decoding, runs the variable-length kernel, and each request's greedy
+    tokens are SDPA's generate() on it alone."""
+    reference, flash = model_pair("cpu", torch.float32)
+    if not hasattr(flash, "generate_batch"):
+        pytest.skip("this transformers has no continuous batching (generate_batch)")
+    generator = torch.Generator().manual_seed(2)
+    prompts = [torch.randint(0, VOCAB, (length,), generator=generator).tolist() for length in (5, 17, 9)]
+    new_tokens = 8
+    config = transformers.GenerationConfig(max_new_tokens=new_tokens, do_sample=False, eos_token_id=-1, pad_token_id=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # transformers' notes on memory sizing without psutil
+        results = flash.generate_batch(inputs=prompts, generation_config=config)
+    tokens = [results[f"req_{i}"].generated_tokens for i in range(len(prompts))]
+    with torch.no_grad():
+        expected = [reference.generate(torch.tensor([ids]), max_new_tokens=new_tokens, do_sample=False,
+                                       pad_token_id=0)[0, len(ids):].tolist() for ids in prompts]
+    assert tokens == expected
+    assert reference_kernels["varlen"] == new_tokens * flash.config.num_hidden_layers
+    assert reference_kernels["fixed"] == reference_kernels["kvcache"] == 0
+
+
 # ---------------------------------------------------------------- GPU: the kernel in the model
 
 
