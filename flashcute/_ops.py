@@ -61,8 +61,9 @@ _BELOW_AUTOGRAD = getattr(torch._C, "_AutoDispatchBelowAutograd", None)
 def call_forward(op, q, k, v, *options):
     """op(q, k, v, *options) for fwd and fwd_varlen from the Python entry points: below the Autograd key straight
     away where no input needs a gradient, as register_autograd's kernel would go; while torch.compile traces, and
-    where a gradient is needed, the op as it is."""
-    if (_BELOW_AUTOGRAD is None or torch.compiler.is_compiling()
+    where a gradient is needed, or where an input is not a tensor (whose error the op gives), the op as it is."""
+    tensors = isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor) and isinstance(v, torch.Tensor)
+    if (_BELOW_AUTOGRAD is None or not tensors or torch.compiler.is_compiling()
             or torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
         return op(q, k, v, *options)
     with _BELOW_AUTOGRAD():
@@ -71,6 +72,8 @@ def call_forward(op, q, k, v, *options):
 
 def _require_cuda(op, **tensors):
     for name, t in tensors.items():
+        if not isinstance(t, torch.Tensor):  # the schema lets None through for a Tensor argument
+            raise TypeError(f"flashcute.{op}: {name} must be a tensor, got {type(t).__name__}")
         if not t.is_cuda:
             raise RuntimeError(f"flashcute.{op}: {name} must be a CUDA tensor, got a tensor on {t.device}")
 

@@ -48,6 +48,18 @@ def test_cpu_tensors_are_refused_with_a_clear_message():
         fwd(q, k, v)
 
 
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("value", [None, [1.0], 2.0])
+def test_an_input_that_is_not_a_tensor_is_named(grad, value):
+    # With and without grad mode (the Python entry points call the op below autograd where no input needs a
+    # gradient): the error names q, never an AttributeError from inside.
+    _, k, v = qkv(device="cpu")
+    expected = (TypeError, "flashcute.fwd: q must be a tensor, got NoneType") if value is None else (
+        RuntimeError, "flashcute::fwd() Expected a value of type 'Tensor' for argument 'q'")
+    with torch.set_grad_enabled(grad), pytest.raises(expected[0], match=re.escape(expected[1])):
+        flashcute.flash_attn_func(value, k, v)
+
+
 @cuda
 def test_cpu_tensor_among_cuda_tensors(library):
     q, k, v = qkv()
