@@ -30,6 +30,10 @@ _warned = set()
 
 def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     """torch.nn.functional.scaled_dot_product_attention, on flashcute's kernel where it can serve the call."""
+    if not (isinstance(query, torch.Tensor) and isinstance(key, torch.Tensor) and isinstance(value, torch.Tensor)):
+        # torch's own error, naming the argument
+        return F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
+                                              is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
     nested = query.is_nested or key.is_nested or value.is_nested
     reason = unserved_reason(query, key, value, attn_mask, dropout_p, enable_gqa, scale)
     if reason is None and nested:

@@ -132,6 +132,16 @@ def test_cpu_tensors_fall_back_with_one_warning(dtype):
     assert fallbacks_again == []
 
 
+@pytest.mark.parametrize("position", range(3))
+def test_an_input_that_is_not_a_tensor_gets_torchs_error(position):
+    generator = torch.Generator().manual_seed(7)
+    args = [random_bhsd(1, 2, 8, 64, torch.float16, "cpu", generator) for _ in range(3)]
+    args[position] = None
+    name = ("query", "key", "value")[position]
+    with pytest.raises(TypeError, match=rf"argument '{name}' \(position {position + 1}\) must be Tensor"):
+        sdpa(*args)
+
+
 def test_requires_grad_is_no_reason_to_fall_back():
     generator = torch.Generator().manual_seed(3)
     q, k, v = (random_bhsd(1, 2, 8, 64, torch.float16, "cpu", generator).requires_grad_() for _ in range(3))
