@@ -81,7 +81,14 @@ std::string cannot_run_reason(Kernel<Params> const& kernel, Params const& params
 }
 
 // dims: the expected shape in words; its rank is 4 for fixed-length batches, 3 for packed (varlen) ones.
+// The schema lets None through for a Tensor argument: it arrives undefined (the same message as the ops' Python
+// kernel, flashcute/_ops.py _require_cuda, which serves the calls before the library is loaded).
+void check_defined(char const* op, at::Tensor const& t, char const* name) {
+  TORCH_CHECK_TYPE(t.defined(), "flashcute.", op, ": ", name, " must be a tensor, got NoneType");
+}
+
 void check_tensor(char const* op, at::Tensor const& t, char const* name, char const* dims, int rank = 4) {
+  check_defined(op, t, name);
   TORCH_CHECK(t.is_cuda(), "flashcute.", op, ": ", name, " must be a CUDA tensor, got a tensor on ", t.device());
   TORCH_CHECK(t.dim() == rank, "flashcute.", op, ": ", name, " must have ", rank, " dimensions ", dims, ", got ",
               t.dim(), " (shape ", t.sizes(), ")");
@@ -223,6 +230,7 @@ struct Varlen {
 
 void check_index_tensor(char const* op, at::Tensor const& t, char const* name, int64_t length, char const* shape,
                         at::Tensor const& q) {
+  check_defined(op, t, name);
   TORCH_CHECK(t.is_cuda() && t.device() == q.device(), "flashcute.", op, ": ", name,
               " must be a CUDA tensor on q's device (", q.device(), "), got a tensor on ", t.device());
   TORCH_CHECK(t.scalar_type() == at::kInt, "flashcute.", op, ": ", name, " must have dtype int32, got ",

@@ -61,6 +61,16 @@ def test_an_input_that_is_not_a_tensor_is_named(grad, value):
 
 
 @cuda
+def test_none_among_cuda_tensors_is_named(library):
+    # The loaded library's C++ kernel gets None as an undefined tensor: the same message as before it loads.
+    _, k, v = qkv()
+    for grad in (False, True):
+        expected = re.escape("flashcute.fwd: q must be a tensor, got NoneType")
+        with torch.set_grad_enabled(grad), pytest.raises(TypeError, match=expected):
+            flashcute.flash_attn_func(None, k, v)
+
+
+@cuda
 def test_cpu_tensor_among_cuda_tensors(library):
     q, k, v = qkv()
     with raises("k must be a CUDA tensor, got a tensor on cpu"):
