@@ -470,6 +470,29 @@ def test_padded_greedy_decoding_matches_sdpa(device, monkeypatch):
 
 
 @requires_cuda
+def test_continuous_batching_matches_sdpa(device, monkeypatch):
+    """generate_batch on the GPU: requests of different lengths share each step's packed batch on flashcute's
+    variable-length kernel (no fallback); each request's tokens are SDPA's generate() on it alone, up to
+    near-ties."""
+    reference, flash = model_pair(device, torch.bfloat16)
+    if not hasattr(flash, "generate_batch"):
+        pytest.skip("this transformers has no continuous batching (generate_batch)")
+    generator = torch.Generator().manual_seed(2)
+    prompts = [torch.randint(0, VOCAB, (length,), generator=generator).tolist() for length in (5, 17, 9, 30)]
+    config = transformers.GenerationConfig(max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
+                                           eos_token_id=-1, pad_token_id=0)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # transformers' notes on memory sizing; fallbacks still fail:
+        with served_by_flashcute(monkeypatch):  # its filter goes in front of this one
+            results = flash.generate_batch(inputs=prompts, generation_config=config)
+    for i, ids in enumerate(prompts):
+        expected_tokens, expected_logits = greedy(reference, torch.tensor([ids], device=device))
+        tokens = torch.tensor([results[f"req_{i}"].generated_tokens], device=device)
+        assert tokens.shape == expected_tokens.shape
+        assert_same_tokens_up_to_near_ties(tokens, expected_tokens, expected_logits)
+
+
+@requires_cuda
 def test_static_cache_decoding_is_served(device, monkeypatch):
     """generate() with a static cache (not compiled): every step on flashcute's kernel over the filled keys."""
     reference, flash = model_pair(device, torch.bfloat16)
