@@ -14,6 +14,7 @@ import contextlib
 import copy
 import importlib
 import itertools
+import re
 import warnings
 
 import pytest
@@ -342,27 +343,70 @@ def test_packed_sequences_plumbing(reference_kernels, given):
         assert torch.allclose(flash_params[name].grad, param.grad, rtol=1e-3, atol=1e-5), name
 
 
+def small_paged_cache():
+    """Pages of 16 tokens (a request spans several) in a cache sized here, not from the host's free memory."""
+    fields = transformers.ContinuousBatchingConfig.__dataclass_fields__
+    page = "page_size" if "page_size" in fields else "block_size"  # renamed in transformers 5.2x
+    return transformers.ContinuousBatchingConfig(num_blocks=64, max_batch_tokens=256, **{page: 16})
+
+
+def continuous_batching(flash, reference, device):
+    """(each request's tokens from flash.generate_batch, SDPA's greedy (tokens, logits) per request alone)."""
+    generator = torch.Generator().manual_seed(2)
+    prompts = [torch.randint(0, VOCAB, (length,), generator=generator).tolist() for length in (5, 17, 9, 30)]
+    config = transformers.GenerationConfig(max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
+                                           eos_token_id=-1, pad_token_id=0)
+    with torch.no_grad():
+        results = flash.generate_batch(inputs=prompts, generation_config=config,
+                                       continuous_batching_config=small_paged_cache())
+    tokens = [torch.tensor([results[f"req_{i}"].generated_tokens], device=device) for i in range(len(prompts))]
+    return tokens, [greedy(reference, torch.tensor([ids], device=device)) for ids in prompts]
+
+
+def test_continuous_batching_falls_back_to_sdpa():
+    """A model flashcute does not serve (float32 on the CPU) still batches continuously: each step through
+    transformers' SDPA attention with the packed requests' mask, with the one-time warning; each request's tokens
+    are SDPA's generate() on it alone."""
+    reference, flash = model_pair("cpu", torch.float32)
+    if not hasattr(flash, "generate_batch"):
+        pytest.skip("this transformers has no continuous batching (generate_batch)")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tokens, expected = continuous_batching(flash, reference, "cpu")
+    assert [t.tolist() for t in tokens] == [e[0].tolist() for e in expected]
+    warned = fallback_warnings(caught)
+    assert warned and all(w.endswith(": dtype torch.float32 (flashcute serves float16 and bfloat16)") for w in warned)
+
+
+def test_paged_function_refuses_what_it_does_not_serve():
+    """"paged|flashcute" (continuous batching before transformers 5.23) names what it lacks."""
+    from flashcute.integrations.transformers import PAGED_NAME, flashcute_paged_attention_forward
+
+    q = torch.zeros(1, 4, 3, 64)
+    k = torch.zeros(1, 2, 3, 64)
+    module = torch.nn.Module()
+    with pytest.raises(ValueError, match=re.escape("is for transformers' continuous batching (generate_batch)")):
+        flashcute_paged_attention_forward(module, q, k, k, None)
+    module.sliding_window = 8
+    with pytest.raises(NotImplementedError, match=re.escape("has no sliding-window layers; use 'paged|sdpa'")):
+        flashcute_paged_attention_forward(module, q, k, k, None, cache=object())
+    module.sliding_window = None
+    with pytest.raises(NotImplementedError, match="does not take transformers' block table"):
+        flashcute_paged_attention_forward(module, q, k, k, None, cache=object(), block_table=torch.zeros(1, 1, 1))
+    assert PAGED_NAME == "paged|flashcute"
+
+
 def test_continuous_batching_plumbing(reference_kernels):
-    """transformers' continuous batching (generate_batch: its paged cache, read back by index for each step of a
-    batch of requests of different lengths) hands the attention function the batch's cu_seq_lens and max lengths:
-    every layer of every step, prefill and decoding, runs the variable-length kernel, and each request's greedy
+    """transformers' continuous batching (generate_batch) over requests of different lengths: every layer of every
+    step, prefill and decoding, runs the variable-length kernel on the step's packed requests, their keys read back
+    from the paged cache by index (by transformers, or, before 5.23, by "paged|flashcute"); each request's greedy
     tokens are SDPA's generate() on it alone."""
     reference, flash = model_pair("cpu", torch.float32)
     if not hasattr(flash, "generate_batch"):
         pytest.skip("this transformers has no continuous batching (generate_batch)")
-    generator = torch.Generator().manual_seed(2)
-    prompts = [torch.randint(0, VOCAB, (length,), generator=generator).tolist() for length in (5, 17, 9)]
-    new_tokens = 8
-    config = transformers.GenerationConfig(max_new_tokens=new_tokens, do_sample=False, eos_token_id=-1, pad_token_id=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # transformers' notes on memory sizing without psutil
-        results = flash.generate_batch(inputs=prompts, generation_config=config)
-    tokens = [results[f"req_{i}"].generated_tokens for i in range(len(prompts))]
-    with torch.no_grad():
-        expected = [reference.generate(torch.tensor([ids]), max_new_tokens=new_tokens, do_sample=False,
-                                       pad_token_id=0)[0, len(ids):].tolist() for ids in prompts]
-    assert tokens == expected
-    assert reference_kernels["varlen"] == new_tokens * flash.config.num_hidden_layers
+    tokens, expected = continuous_batching(flash, reference, "cpu")
+    assert [t.tolist() for t in tokens] == [e[0].tolist() for e in expected]
+    assert reference_kernels["varlen"] == NEW_TOKENS * flash.config.num_hidden_layers
     assert reference_kernels["fixed"] == reference_kernels["kvcache"] == 0
 
 
@@ -477,19 +521,11 @@ def test_continuous_batching_matches_sdpa(device, monkeypatch):
     reference, flash = model_pair(device, torch.bfloat16)
     if not hasattr(flash, "generate_batch"):
         pytest.skip("this transformers has no continuous batching (generate_batch)")
-    generator = torch.Generator().manual_seed(2)
-    prompts = [torch.randint(0, VOCAB, (length,), generator=generator).tolist() for length in (5, 17, 9, 30)]
-    config = transformers.GenerationConfig(max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
-                                           eos_token_id=-1, pad_token_id=0)
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # transformers' notes on memory sizing; fallbacks still fail:
-        with served_by_flashcute(monkeypatch):  # its filter goes in front of this one
-            results = flash.generate_batch(inputs=prompts, generation_config=config)
-    for i, ids in enumerate(prompts):
-        expected_tokens, expected_logits = greedy(reference, torch.tensor([ids], device=device))
-        tokens = torch.tensor([results[f"req_{i}"].generated_tokens], device=device)
-        assert tokens.shape == expected_tokens.shape
-        assert_same_tokens_up_to_near_ties(tokens, expected_tokens, expected_logits)
+    with served_by_flashcute(monkeypatch):
+        tokens, expected = continuous_batching(flash, reference, device)
+    for row, (expected_tokens, expected_logits) in zip(tokens, expected):
+        assert row.shape == expected_tokens.shape
+        assert_same_tokens_up_to_near_ties(row, expected_tokens, expected_logits)
 
 
 @requires_cuda

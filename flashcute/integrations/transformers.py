@@ -32,6 +32,9 @@ from flashcute import interface, kernel_table
 from flashcute.sdpa import _kernel, fwd_top_left, sdpa, unserved_reason, warn_fallback_once
 
 NAME = "flashcute"
+# transformers' continuous batching (generate_batch) before 5.23 renames the model's implementation "paged|<name>"
+# and hands that function its paged cache; later versions keep "flashcute" and read the cache back themselves.
+PAGED_NAME = "paged|" + NAME
 FALLBACK = "attn_implementation='flashcute' runs transformers' SDPA attention"
 
 
@@ -41,6 +44,7 @@ def register():
     from transformers.masking_utils import AttentionMaskInterface
 
     AttentionInterface.register(NAME, flashcute_attention_forward)
+    AttentionInterface.register(PAGED_NAME, flashcute_paged_attention_forward)
     AttentionMaskInterface.register(NAME, flashcute_mask)
     _skip_flash_attention_preload()
     return NAME
@@ -291,6 +295,40 @@ def _varlen_attention(module, query, key, value, mask, packed, dropout, scaling,
     return out.new_zeros(batch, q_len, *out.shape[1:]).index_put(query_rows, out), None
 
 
+def flashcute_paged_attention_forward(module, query, key, value, attention_mask, cache=None, cu_seq_lens_q=None,
+                                      cu_seq_lens_k=None, max_seqlen_q=None, max_seqlen_k=None, block_table=None,
+                                      dropout=0.0, scaling=None, **kwargs):
+    """transformers' continuous batching before 5.23 ("paged|flashcute"): one step's requests packed into
+    (1, h, tokens, d) inputs, with its PagedAttentionCache, which writes the new keys and values and reads each
+    request's keys back by index (cache.update); then the variable-length kernel, causal per request. Returns
+    ((tokens, hq, d), None). (transformers hands its block table, for decoding on the paged cache in place, only
+    to FlashAttention 2 and 3.)"""
+    if cache is None:
+        raise ValueError(f"attn_implementation={PAGED_NAME!r} is for transformers' continuous batching "
+                         f"(generate_batch), which passes its paged cache; use {NAME!r} for a standard forward")
+    if getattr(module, "sliding_window", None):
+        raise NotImplementedError(f"attn_implementation={PAGED_NAME!r} has no sliding-window layers; use "
+                                  "'paged|sdpa' for this model's continuous batching")
+    if isinstance(cu_seq_lens_k, dict):  # one entry per layer type: only full attention gets here
+        cu_seq_lens_k, max_seqlen_k = cu_seq_lens_k["full_attention"], max_seqlen_k["full_attention"]
+    if block_table is not None:
+        raise NotImplementedError(f"attn_implementation={PAGED_NAME!r} does not take transformers' block table; "
+                                  "set max_blocks_per_request=0 in the ContinuousBatchingConfig")
+    reason = (_fallback_reason(None, dropout, kwargs)
+              or unserved_reason(query, key, value, enable_gqa=True, scale=scaling) or _kernel()[1])
+    key, value = cache.update(key_states=key, value_states=value, layer_idx=module.layer_idx,
+                              read_index=kwargs["read_index"], write_index=kwargs["write_index"])  # (keys, hkv, d)
+    q = query.transpose(1, 2).squeeze(0)  # (tokens, hq, d)
+    cu_q, cu_k = cu_seq_lens_q.to(torch.int32), cu_seq_lens_k.to(torch.int32)
+    if reason is None:
+        return interface.flash_attn_varlen_func(q, key, value, cu_q, cu_k, max_seqlen_q, max_seqlen_k,
+                                                softmax_scale=scaling, causal=True), None
+    mask = _packed_sdpa_mask((cu_q, cu_k), 1, q.shape[0], key.shape[0], True, q.device)
+    out, _ = _transformers_sdpa(module, query, key.transpose(0, 1).unsqueeze(0), value.transpose(0, 1).unsqueeze(0),
+                                mask, dropout, scaling, False, reason, kwargs)
+    return out.squeeze(0), None
+
+
 def _decodes_left_padded(mask, q, k, v):
     """Whether a padded batch's call goes to the decode kernel: a step after cached keys with few queries (a
     prefill runs the packed batch, which skips the padding rows), an inference call (that kernel has no backward),
@@ -350,13 +388,16 @@ def _packed_kwargs(kwargs):
 
 def _packed_sdpa_mask(packed, batch, q_len, kv_len, causal, device):
     """The (batch, 1, q_len, kv_len) boolean SDPA mask of packed sequences that cu_seqlens delimit over the
-    flattened (batch * len) rows: a query sees the keys of its own sequence (causal: aligned bottom-right)."""
+    flattened (batch * len) rows: a query sees the keys of its own sequence (causal: aligned bottom-right); rows
+    past the last sequence see none."""
     cu_q, cu_k = packed[0].long(), packed[1].long()
     rows_q = torch.arange(batch * q_len, device=device)
     rows_k = torch.arange(batch * kv_len, device=device)
-    seq_q = torch.searchsorted(cu_q, rows_q, right=True) - 1
-    seq_k = torch.searchsorted(cu_k, rows_k, right=True) - 1
+    last = cu_q.numel() - 2
+    seq_q = (torch.searchsorted(cu_q, rows_q, right=True) - 1).clamp(max=last)
+    seq_k = (torch.searchsorted(cu_k, rows_k, right=True) - 1).clamp(max=last)
     mask = seq_q.view(batch, q_len, 1) == seq_k.view(batch, 1, kv_len)
+    mask &= (rows_q < cu_q[-1]).view(batch, q_len, 1) & (rows_k < cu_k[-1]).view(batch, 1, kv_len)
     if causal:
         lengths_q, lengths_k = cu_q.diff(), cu_k.diff()
         last_visible = rows_q - cu_q[seq_q] + (lengths_k - lengths_q)[seq_q]
