@@ -570,14 +570,19 @@ class Sm90BwdConfig(_ElementConfig):
     def smem_layout_v(self):
         return tile_to_shape(k_major_smem_atom(self.head_dim, self.element_bits), (Int(self.block_n), Int(self.head_dim)))
 
+    @property
+    def ds_stages(self):
+        """dS's stages: the Q/dO stages with keys along M; queries along M, P's and dS's own two (kPdSStages)."""
+        return self.stages if self.keys_along_m else 2
+
     @cached_property
     def smem_layout_ds(self):
-        """dS stages (queries along M: P's too): (block_m, block_n, stages), keys contiguous. A GMMA descriptor
+        """dS stages (queries along M: P's too): (block_m, block_n, ds_stages), keys contiguous. A GMMA descriptor
         cannot start inside a swizzle atom: with keys along M the atom spans all the keys (the dQ gemm's K-major A),
         otherwise one warpgroup's keys of dV^T / dK^T, whose B operands P^T and dS^T are."""
         keys = self.block_n if self.keys_along_m else self.dkv_keys_per_warpgroup
         atom = k_major_smem_atom(keys, self.element_bits)
-        return tile_to_shape(atom, (Int(self.block_m), Int(self.block_n), Int(self.stages)))
+        return tile_to_shape(atom, (Int(self.block_m), Int(self.block_n), Int(self.ds_stages)))
 
     def _transposed(self, layout, shape):
         return composition(layout, make_ordered_layout(shape, (Int(2), Int(1), Int(3))[:len(shape)]))
@@ -597,7 +602,7 @@ class Sm90BwdConfig(_ElementConfig):
 
     @cached_property
     def smem_layout_dst(self):
-        return self._transposed(self.smem_layout_ds, (Int(self.block_n), Int(self.block_m), Int(self.stages)))
+        return self._transposed(self.smem_layout_ds, (Int(self.block_n), Int(self.block_m), Int(self.ds_stages)))
 
     @property
     def smem_layout_row_stats_mma(self):

@@ -174,8 +174,9 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("bwd", "sm90", 64, "all", Sm90BwdTile(128, atom_dq_m=2), "FlashAttention-3's tile", "d-sm90-bwd-tiles"),
     Kernel("bwd", "sm90", 96, "all", Sm90BwdTile(64), "FlashAttention-3's tile", "d-sm90-bwd-tiles"),
     Kernel("bwd", "sm90", 128, "all", Sm90BwdTile(64), "FlashAttention-3's causal tile", "d-sm90-bwd-tiles"),
-    Kernel("bwd", "sm90", 192, "all", Sm90BwdTile(64, 64, keys_along_m=False, atom_dkv_m=1),
-           "queries along M: 192 x 64 dK^T and dV^T fit beside dQ", "d-sm90-bwd-queries-along-m"),
+    Kernel("bwd", "sm90", 192, "all", Sm90BwdTile(64, 64, stages=3, keys_along_m=False, atom_dkv_m=1),
+           "queries along M: 192 x 64 dK^T and dV^T fit beside dQ; three Q/dO stages (deterministic: three parked "
+           "dQ blocks)", "d-sm90-bwd-192-three-stages"),
     Kernel("bwd", "sm90", 256, "all", Sm90BwdTile(64, 64, keys_along_m=False, atom_dkv_m=2),
            "queries along M: 256 x 64 dK^T and dV^T fit beside dQ", "d-sm90-bwd-queries-along-m"),
 )

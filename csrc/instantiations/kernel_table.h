@@ -267,11 +267,11 @@ struct BwdTile<128> {
   static constexpr bool kKeysAlongM = true;
 };
 
-// queries along M: 192 x 64 dK^T and dV^T fit beside dQ (benchmarks/notes.md#d-sm90-bwd-queries-along-m)
+// queries along M: 192 x 64 dK^T and dV^T fit beside dQ; three Q/dO stages (deterministic: three parked dQ blocks) (benchmarks/notes.md#d-sm90-bwd-192-three-stages)
 template <>
 struct BwdTile<192> {
   static constexpr bool kShipped = true;
-  static constexpr int kBlockM = 64, kBlockN = 64, kStages = 2, kAtomLayoutMdQ = 1, kAtomLayoutMdKV = 1;
+  static constexpr int kBlockM = 64, kBlockN = 64, kStages = 3, kAtomLayoutMdQ = 1, kAtomLayoutMdKV = 1;
   static constexpr bool kKeysAlongM = false;
 };
 

@@ -62,7 +62,7 @@ struct BwdKernelTraitsCommon {
   static_assert(Tile::kShipped, "no SM90 backward tile for this head dim in flashcute/kernel_table.py");
   static constexpr int kBlockM = Tile::kBlockM;  // Q/dO rows per step
   static constexpr int kBlockN = Tile::kBlockN;  // K/V rows of the CTA
-  static constexpr int kStages = Tile::kStages;  // Q/dO (with their LSE/D rows) and dS (and P) stages
+  static constexpr int kStages = Tile::kStages;  // Q/dO (with their LSE/D rows) stages; keys along M, dS's too
   static constexpr int kAtomLayoutMdQ = Tile::kAtomLayoutMdQ;
 
   // Warp specialization: warpgroup 0 produces (warp 0: TMA loads; warp 1: dQ's bulk reductions, where dQ goes
@@ -248,14 +248,17 @@ struct BwdKernelTraitsQueriesAlongM : BwdKernelTraitsCommon<Element_, kHeadDim_>
       Layout<Shape<Int<kAtomLayoutMdKV>, Int<kNumMmaWarpGroups / kAtomLayoutMdKV>, _1>>{}));
 
   // P and dS: (BLK_M, BLK_N) per stage, keys contiguous; their atom tiles a warpgroup's keys of dV^T / dK^T (P^T
-  // and dS^T are their B operands). dQ's A reads dS as it is.
+  // and dS^T are their B operands). dQ's A reads dS as it is. Two stages whatever the Q/dO stages: a block's P and
+  // dS are read by its own gemms, which every warpgroup waits for before the next block's dS barrier.
+  static constexpr int kPdSStages = 2;
   using SmemLayoutAtomPdS = decltype(k_major_smem_atom<Element, kdKVKeysPerWarpGroup>());
-  using SmemLayoutPdS = decltype(tile_to_shape(SmemLayoutAtomPdS{}, Shape<Int<kBlockM>, Int<kBlockN>, Int<kStages>>{}));
+  using SmemLayoutPdS =
+      decltype(tile_to_shape(SmemLayoutAtomPdS{}, Shape<Int<kBlockM>, Int<kBlockN>, Int<kPdSStages>>{}));
   // Transposed views: V^T (D, BLK_N), the epilogue's; P^T, dS^T (BLK_N, BLK_M, stage).
   using SmemLayoutVt = decltype(composition(
       SmemLayoutV{}, make_ordered_layout(Shape<Int<kHeadDim>, Int<kBlockN>>{}, Step<_2, _1>{})));
   using SmemLayoutPdSt = decltype(composition(
-      SmemLayoutPdS{}, make_ordered_layout(Shape<Int<kBlockN>, Int<kBlockM>, Int<kStages>>{}, Step<_2, _1, _3>{})));
+      SmemLayoutPdS{}, make_ordered_layout(Shape<Int<kBlockN>, Int<kBlockM>, Int<kPdSStages>>{}, Step<_2, _1, _3>{})));
   // The row statistics broadcast over the keys (BLK_M, BLK_N, stage).
   using SmemLayoutRowStatsMma = Layout<Shape<Int<kBlockM>, Int<kBlockN>, Int<kStages>>, Stride<_1, _0, Int<kBlockM>>>;
 

@@ -14,8 +14,9 @@
 // 48-64 KB a dQ buffer of the first plan's kind would take here, and one block's turn, reduction and completion
 // overlap the next block's (benchmarks/notes.md#d-sm90-bwd-det-dq-warp-per-stage). Not in the default mode: a
 // stage would wait for its reduction before the producer could refill it (benchmarks/notes.md#d-sm90-bwd-det-park).
-// P and dS have a stage per Q/dO stage: the stage a warpgroup writes for block m + 1 was last read by block m - 1's
-// gemms, which every warpgroup waited for before the block-m barrier.
+// P and dS have kPdSStages (2) stages of their own, used in turn whatever the Q/dO stages: the stage a warpgroup
+// writes for block m + 1 was last read by block m - 1's gemms, which every warpgroup waited for before the block-m
+// barrier.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -60,13 +61,14 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
     return bwd.dq_semaphore != nullptr ? 1 : kNumMmaThreads;
   }
 
-  // Deterministic, the dQ warps of the producer warpgroup, one per Q/dO stage (warps 1 and 2; all 32 lanes, lane 0
-  // issues), each taking the Q blocks parked in its stage: for each, in its turn (BwdMainloop::dq_turn) and once
+  // Deterministic, the dQ warps of the producer warpgroup, one per Q/dO stage (warps 1 to kStages; all 32 lanes,
+  // lane 0 issues), each taking the Q blocks parked in its stage: for each, in its turn (BwdMainloop::dq_turn) and once
   // both warpgroups have parked their halves of dQ over Q's (warpgroup 0) and dO's (warpgroup 1) stage, two bulk
   // reductions add them into this head's float32 accumulator; each stage goes back to the producer once its half
   // has been read (its empty barrier counts this one arrival), the turn once both are complete. With one warp the
   // turn, reduction and completion of each block were serial, and the consumers waited for the stages they held.
   static constexpr int kdQWarps = Traits::kStages;
+  static_assert(kdQWarps <= 3, "the dQ warps are the producer warpgroup's warps 1-3 (warp 0 loads)");
   template <class SharedStorage>
   CUTLASS_DEVICE static void store_dq(BwdParams const& bwd, SharedStorage& shared, SeqInfo const& seq, int n_block,
                                       int bidh, QBlockRange const& range, int stage) {
@@ -123,10 +125,10 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
     Tensor sdO = make_tensor(make_smem_ptr(shared.smem_do.data()), typename Traits::SmemLayoutdO{});   // (M, D, stage)
     Tensor sQt = make_tensor(make_smem_ptr(shared.smem_q.data()), typename Traits::SmemLayoutQt{});    // (D, M, stage)
     Tensor sdOt = make_tensor(make_smem_ptr(shared.smem_do.data()), typename Traits::SmemLayoutdOt{}); // (D, M, stage)
-    Tensor sP = make_tensor(make_smem_ptr(shared.smem_p.data()), typename Traits::SmemLayoutPdS{});     // (M, N, stage)
-    Tensor sPt = make_tensor(make_smem_ptr(shared.smem_p.data()), typename Traits::SmemLayoutPdSt{});   // (N, M, stage)
-    Tensor sdS = make_tensor(make_smem_ptr(shared.smem_ds.data()), typename Traits::SmemLayoutPdS{});   // (M, N, stage)
-    Tensor sdSt = make_tensor(make_smem_ptr(shared.smem_ds.data()), typename Traits::SmemLayoutPdSt{}); // (N, M, stage)
+    Tensor sP = make_tensor(make_smem_ptr(shared.smem_p.data()), typename Traits::SmemLayoutPdS{});     // (M, N, pds)
+    Tensor sPt = make_tensor(make_smem_ptr(shared.smem_p.data()), typename Traits::SmemLayoutPdSt{});   // (N, M, pds)
+    Tensor sdS = make_tensor(make_smem_ptr(shared.smem_ds.data()), typename Traits::SmemLayoutPdS{});   // (M, N, pds)
+    Tensor sdSt = make_tensor(make_smem_ptr(shared.smem_ds.data()), typename Traits::SmemLayoutPdSt{}); // (N, M, pds)
     Tensor sLSELog2 = make_tensor(make_smem_ptr(shared.smem_lse_log2.data()),
                                   typename Traits::SmemLayoutRowStatsMma{});  // (M, N, stage), stride 0 along N
     Tensor sD = make_tensor(make_smem_ptr(shared.smem_dsum.data()), typename Traits::SmemLayoutRowStatsMma{});
@@ -136,18 +138,18 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
     Tensor tdPrdO = wg_mma_sdp.partition_fragment_A(sdO);  // (MMA, MMA_M, MMA_D, stage)
     // dV^T += dO^T.P and dK^T += Q^T.dS
     Tensor tdVrdOt = wg_mma_dkv.partition_fragment_A(sdOt);  // (MMA, MMA_D, MMA_M, stage)
-    Tensor tdVrPt = wg_mma_dkv.partition_fragment_B(sPt);    // (MMA, MMA_N, MMA_M, stage)
+    Tensor tdVrPt = wg_mma_dkv.partition_fragment_B(sPt);    // (MMA, MMA_N, MMA_M, pds)
     Tensor tdKrQt = wg_mma_dkv.partition_fragment_A(sQt);    // (MMA, MMA_D, MMA_M, stage)
-    Tensor tdKrdSt = wg_mma_dkv.partition_fragment_B(sdSt);  // (MMA, MMA_N, MMA_M, stage)
+    Tensor tdKrdSt = wg_mma_dkv.partition_fragment_B(sdSt);  // (MMA, MMA_N, MMA_M, pds)
     CUTE_STATIC_ASSERT_V(size<2>(tdVrdOt) == size<2>(tdVrPt));  // the query k-blocks pair up
     // dQ = dS.K
-    Tensor tdQrdS = wg_mma_dq.partition_fragment_A(sdS);  // (MMA, MMA_M, MMA_N, stage)
+    Tensor tdQrdS = wg_mma_dq.partition_fragment_A(sdS);  // (MMA, MMA_M, MMA_N, pds)
 
     // P and dS registers -> shared memory, as they are.
     auto smem_tiled_copy_PdS = make_tiled_copy_C(typename Traits::SmemCopyAtomPdS{}, tiled_mma_sdp);
     auto smem_thr_copy_PdS = smem_tiled_copy_PdS.get_thread_slice(thread_idx);
-    Tensor tPsP = smem_thr_copy_PdS.partition_D(sP);     // (CPY, CPY_M, CPY_N, stage)
-    Tensor tdSsdS = smem_thr_copy_PdS.partition_D(sdS);  // (CPY, CPY_M, CPY_N, stage)
+    Tensor tPsP = smem_thr_copy_PdS.partition_D(sP);     // (CPY, CPY_M, CPY_N, pds)
+    Tensor tdSsdS = smem_thr_copy_PdS.partition_D(sdS);  // (CPY, CPY_M, CPY_N, pds)
 
     // (query, key) inside the block of each S element of this thread, for the mask.
     Tensor tScS = make_rowcol(thr_mma_sdp.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kBlockN>>{})));
@@ -161,6 +163,7 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
     int const thread_in_group = thread_idx % cutlass::NumThreadsPerWarpGroup;
     Element* const dq_half_stages = warp_group == 0 ? shared.smem_q.data() : shared.smem_do.data();
 
+    int pds = 0;  // P's and dS's stage
     auto step = [&](int m_block, auto masked) CUTLASS_LAMBDA_FUNC_INLINE {
       int const stage = pipes.state.index();
       // K's and V's descriptors, built in the step from pointers the optimiser cannot see through (as in
@@ -202,17 +205,17 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
       Tensor rdS = make_tensor_like<Element>(tdPrdP);
       convert_into(tSrS, rP);
       convert_into(tdPrdP, rdS);
-      copy(smem_tiled_copy_PdS, smem_thr_copy_PdS.retile_S(rP), tPsP(_, _, _, stage));
-      copy(smem_tiled_copy_PdS, smem_thr_copy_PdS.retile_S(rdS), tdSsdS(_, _, _, stage));
+      copy(smem_tiled_copy_PdS, smem_thr_copy_PdS.retile_S(rP), tPsP(_, _, _, pds));
+      copy(smem_tiled_copy_PdS, smem_thr_copy_PdS.retile_S(rdS), tdSsdS(_, _, _, pds));
       // Both warpgroups' halves in shared memory (generic-proxy writes -> visible to wgmma) before any gemm reads
       // them.
       cutlass::arch::fence_view_async_shared();
       NamedBarrier::sync(kNumMmaThreads, uint32_t(BwdNamedBarrierId::kdS));
 
       Tensor tdQrdQ = partition_fragment_C(tiled_mma_dq, select<0, 2>(TileShape_MNK{}));  // (MMA, MMA_M, MMA_D)
-      wgmma_gemm</*kZeroInit=*/false>(tiled_mma_dkv, tdVrdOt(_, _, _, stage), tdVrPt(_, _, _, stage), tdVrdV);
-      wgmma_gemm</*kZeroInit=*/true>(tiled_mma_dq, tdQrdS(_, _, _, stage), tdQrKt, tdQrdQ);
-      wgmma_gemm</*kZeroInit=*/false>(tiled_mma_dkv, tdKrQt(_, _, _, stage), tdKrdSt(_, _, _, stage), tdKrdK);
+      wgmma_gemm</*kZeroInit=*/false>(tiled_mma_dkv, tdVrdOt(_, _, _, stage), tdVrPt(_, _, _, pds), tdVrdV);
+      wgmma_gemm</*kZeroInit=*/true>(tiled_mma_dq, tdQrdS(_, _, _, pds), tdQrKt, tdQrdQ);
+      wgmma_gemm</*kZeroInit=*/false>(tiled_mma_dkv, tdKrQt(_, _, _, stage), tdKrdSt(_, _, _, pds), tdKrdK);
       warpgroup_wait<2>();  // dV^T done: dO read
       if (!deterministic) { pipes.dO.consumer_release(pipes.state); }
       warpgroup_wait<1>();  // dQ done; dK^T still running
@@ -241,6 +244,7 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
         shared.barrier_dq_full[stage].arrive();
       }
       ++pipes.state;
+      pds = pds + 1 == Traits::kPdSStages ? 0 : pds + 1;
     };
 
     Base::walk_steps(bwd, range, n_block, kv_row_end, step);
