@@ -350,30 +350,35 @@ def small_paged_cache():
     return transformers.ContinuousBatchingConfig(num_blocks=64, max_batch_tokens=256, **{page: 16})
 
 
-def continuous_batching(flash, reference, device):
-    """(each request's tokens from flash.generate_batch, SDPA's greedy (tokens, logits) per request alone)."""
+CONTINUOUS_BATCHING_PROMPTS = (5, 17, 9, 30)
+
+
+def continuous_batching(flash, device):
+    """Each request's tokens from flash.generate_batch, (1, NEW_TOKENS) each."""
     generator = torch.Generator().manual_seed(2)
-    prompts = [torch.randint(0, VOCAB, (length,), generator=generator).tolist() for length in (5, 17, 9, 30)]
+    prompts = [torch.randint(0, VOCAB, (n,), generator=generator).tolist() for n in CONTINUOUS_BATCHING_PROMPTS]
     config = transformers.GenerationConfig(max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False,
                                            eos_token_id=-1, pad_token_id=0)
     with torch.no_grad():
         results = flash.generate_batch(inputs=prompts, generation_config=config,
                                        continuous_batching_config=small_paged_cache())
-    tokens = [torch.tensor([results[f"req_{i}"].generated_tokens], device=device) for i in range(len(prompts))]
-    return tokens, [greedy(reference, torch.tensor([ids], device=device)) for ids in prompts]
+    return [torch.tensor([results[f"req_{i}"].generated_tokens], device=device) for i in range(len(prompts))], prompts
 
 
 def test_continuous_batching_falls_back_to_sdpa():
-    """A model flashcute does not serve (float32 on the CPU) still batches continuously: each step through
-    transformers' SDPA attention with the packed requests' mask, with the one-time warning; each request's tokens
-    are SDPA's generate() on it alone."""
-    reference, flash = model_pair("cpu", torch.float32)
+    """A model flashcute does not serve (float32) still batches continuously: each step through transformers' SDPA
+    attention with the packed requests' mask, with the one-time warning; each request's tokens are SDPA's
+    generate() on it alone. On the GPU where there is one (transformers 5.17 makes CUDA streams even for a CPU
+    model there)."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    reference, flash = model_pair(device, torch.float32)
     if not hasattr(flash, "generate_batch"):
         pytest.skip("this transformers has no continuous batching (generate_batch)")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        tokens, expected = continuous_batching(flash, reference, "cpu")
-    assert [t.tolist() for t in tokens] == [e[0].tolist() for e in expected]
+        tokens, prompts = continuous_batching(flash, device)
+    for row, ids in zip(tokens, prompts):
+        assert torch.equal(row, greedy(reference, torch.tensor([ids], device=device))[0])
     warned = fallback_warnings(caught)
     assert warned and all(w.endswith(": dtype torch.float32 (flashcute serves float16 and bfloat16)") for w in warned)
 
@@ -401,11 +406,15 @@ def test_continuous_batching_plumbing(reference_kernels):
     step, prefill and decoding, runs the variable-length kernel on the step's packed requests, their keys read back
     from the paged cache by index (by transformers, or, before 5.23, by "paged|flashcute"); each request's greedy
     tokens are SDPA's generate() on it alone."""
+    if torch.cuda.is_available():
+        pytest.skip("a CPU test: transformers 5.17's continuous batching makes CUDA streams even for a CPU model where "
+                    "a GPU is present (test_continuous_batching_matches_sdpa runs the kernels there)")
     reference, flash = model_pair("cpu", torch.float32)
     if not hasattr(flash, "generate_batch"):
         pytest.skip("this transformers has no continuous batching (generate_batch)")
-    tokens, expected = continuous_batching(flash, reference, "cpu")
-    assert [t.tolist() for t in tokens] == [e[0].tolist() for e in expected]
+    tokens, prompts = continuous_batching(flash, "cpu")
+    for row, ids in zip(tokens, prompts):
+        assert torch.equal(row, greedy(reference, torch.tensor([ids]))[0])
     assert reference_kernels["varlen"] == NEW_TOKENS * flash.config.num_hidden_layers
     assert reference_kernels["fixed"] == reference_kernels["kvcache"] == 0
 
@@ -522,8 +531,9 @@ def test_continuous_batching_matches_sdpa(device, monkeypatch):
     if not hasattr(flash, "generate_batch"):
         pytest.skip("this transformers has no continuous batching (generate_batch)")
     with served_by_flashcute(monkeypatch):
-        tokens, expected = continuous_batching(flash, reference, device)
-    for row, (expected_tokens, expected_logits) in zip(tokens, expected):
+        tokens, prompts = continuous_batching(flash, device)
+    for row, ids in zip(tokens, prompts):
+        expected_tokens, expected_logits = greedy(reference, torch.tensor([ids], device=device))
         assert row.shape == expected_tokens.shape
         assert_same_tokens_up_to_near_ties(row, expected_tokens, expected_logits)
 
