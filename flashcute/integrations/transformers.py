@@ -19,7 +19,8 @@ FlashAttention flavour). The mask function hands every layer of one forward the 
   warning, as it does for attention dropout, a position bias and inputs the kernels do not serve.
 The attention function also runs packed sequences that `cu_seq_lens_q/k` and `max_length_q/k` delimit (what
 `DataCollatorWithFlattening(return_flash_attn_kwargs=True)` adds) or that restarting `position_ids` reveal where
-transformers' mask does not (a cache is in use), as FlashAttention's integration does.
+transformers' mask does not (a cache is in use), as FlashAttention's integration does. Continuous batching
+(`generate_batch`) runs each step's packed requests on the variable-length kernel.
 """
 
 import functools
@@ -39,7 +40,9 @@ FALLBACK = "attn_implementation='flashcute' runs transformers' SDPA attention"
 
 
 def register():
-    """Register flashcute with transformers' attention and mask interfaces under the name "flashcute"."""
+    """Register flashcute with transformers' attention and mask interfaces under the name "flashcute" (and its
+    attention function for continuous batching under "paged|flashcute", the name transformers before 5.23 gives it
+    there)."""
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface
 
