@@ -253,10 +253,7 @@ def flashcute_attention_forward(
 
 def _varlen_attention(module, query, key, value, mask, packed, dropout, scaling, is_causal, kwargs):
     """A VarlenMask's call, or packed sequences that cu_seq_lens kwargs delimit, on flashcute's kernels."""
-    reason = _fallback_reason(None, dropout, kwargs) or unserved_reason(query, key, value, enable_gqa=True,
-                                                                        scale=scaling)
-    if reason is None:
-        reason = _kernel()[1]
+    reason = _packed_unserved_reason(query, key, value, dropout, scaling, kwargs)
     if reason is not None:
         if mask is not None and (packed is None or mask.padding is not None or mask.sequence_ids is not None):
             sdpa_mask = mask.sdpa_mask()
@@ -317,8 +314,7 @@ def flashcute_paged_attention_forward(module, query, key, value, attention_mask,
     if block_table is not None:
         raise NotImplementedError(f"attn_implementation={PAGED_NAME!r} does not take transformers' block table; "
                                   "set max_blocks_per_request=0 in the ContinuousBatchingConfig")
-    reason = (_fallback_reason(None, dropout, kwargs)
-              or unserved_reason(query, key, value, enable_gqa=True, scale=scaling) or _kernel()[1])
+    reason = _packed_unserved_reason(query, key, value, dropout, scaling, kwargs)
     key, value = cache.update(key_states=key, value_states=value, layer_idx=module.layer_idx,
                               read_index=kwargs["read_index"], write_index=kwargs["write_index"])  # (keys, hkv, d)
     q = query.transpose(1, 2).squeeze(0)  # (tokens, hq, d)
@@ -414,6 +410,12 @@ def _transformers_sdpa(module, query, key, value, attention_mask, dropout, scali
     warn_fallback_once(FALLBACK, reason)
     return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                   is_causal=is_causal, **kwargs)
+
+
+def _packed_unserved_reason(query, key, value, dropout, scaling, kwargs):
+    """Why flashcute's variable-length kernel cannot run a packed call (the mask is its own), or None."""
+    return (_fallback_reason(None, dropout, kwargs)
+            or unserved_reason(query, key, value, enable_gqa=True, scale=scaling) or _kernel()[1])
 
 
 def _fallback_reason(attention_mask, dropout, kwargs):
