@@ -30,7 +30,7 @@ import weakref
 import torch
 
 from flashcute import interface, kernel_table
-from flashcute.sdpa import _kernel, fwd_top_left, sdpa, unserved_reason, warn_fallback_once
+from flashcute.sdpa import _kernel, fwd_top_left, unserved_reason, warn_fallback_once
 
 NAME = "flashcute"
 # transformers' continuous batching (generate_batch) before 5.23 renames the model's implementation "paged|<name>"
@@ -239,12 +239,10 @@ def flashcute_attention_forward(
         # Prefill into an empty static cache: keys past the prompt are invisible under top-left causal
         # masking, so slicing them off (a view) only saves their work.
         key, value = key[:, :, :q_len], value[:, :, :q_len]
-    kernel = None
-    if unserved_reason(query, key, value, enable_gqa=True, scale=scaling) is None:
-        kernel = _kernel()[0]
-    if kernel is None:  # flashcute.sdpa falls back to torch's, with its warning
-        out = sdpa(query, key, value, is_causal=is_causal, scale=scaling, enable_gqa=query.shape[1] != key.shape[1])
-        return out.transpose(1, 2), None
+    reason = unserved_reason(query, key, value, enable_gqa=True, scale=scaling)
+    kernel, reason = (None, reason) if reason is not None else _kernel()
+    if kernel is None:
+        return _transformers_sdpa(module, query, key, value, None, dropout, scaling, is_causal, reason, kwargs)
     # The op's (b, s, h, d) output is what transformers wants: no transposes back and forth (decoding calls this
     # once per layer and token).
     return fwd_top_left(kernel, query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), is_causal,
