@@ -239,8 +239,7 @@ def flashcute_attention_forward(
         # Prefill into an empty static cache: keys past the prompt are invisible under top-left causal
         # masking, so slicing them off (a view) only saves their work.
         key, value = key[:, :, :q_len], value[:, :, :q_len]
-    reason = unserved_reason(query, key, value, enable_gqa=True, scale=scaling)
-    kernel, reason = (None, reason) if reason is not None else _kernel()
+    kernel, reason = _serving_kernel(query, key, value, scaling)
     if kernel is None:
         return _transformers_sdpa(module, query, key, value, None, dropout, scaling, is_causal, reason, kwargs)
     # The op's (b, s, h, d) output is what transformers wants: no transposes back and forth (decoding calls this
@@ -410,10 +409,15 @@ def _transformers_sdpa(module, query, key, value, attention_mask, dropout, scali
                                   is_causal=is_causal, **kwargs)
 
 
+def _serving_kernel(query, key, value, scaling):
+    """(flashcute's op, None) where its kernels can serve these (b, h, s, d) inputs, else (None, why)."""
+    reason = unserved_reason(query, key, value, enable_gqa=True, scale=scaling)
+    return (None, reason) if reason is not None else _kernel()
+
+
 def _packed_unserved_reason(query, key, value, dropout, scaling, kwargs):
     """Why flashcute's variable-length kernel cannot run a packed call (the mask is its own), or None."""
-    return (_fallback_reason(None, dropout, kwargs)
-            or unserved_reason(query, key, value, enable_gqa=True, scale=scaling) or _kernel()[1])
+    return _fallback_reason(None, dropout, kwargs) or _serving_kernel(query, key, value, scaling)[1]
 
 
 def _fallback_reason(attention_mask, dropout, kwargs):
