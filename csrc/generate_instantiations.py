@@ -54,7 +54,8 @@ def _tile_struct(kernel):
                   f"kAtomLayoutMdQ = {t.atom_dq_m};")
         name = f"BwdTile<{kernel.head_dim}>"
     elif kernel.op == "decode":
-        fields = f"static constexpr int kBlockM = {t.block_m}, kBlockN = {t.block_n}, kNWarps = {t.warps};"
+        fields = (f"static constexpr int kBlockM = {t.block_m}, kBlockN = {t.block_n}, kNWarps = {t.warps}, "
+                  f"kKeySplitBlockM = {t.key_split_block_m};")
         name = f"DecodeTile<{kernel.head_dim}>"
     elif kernel.arch == "sm80":
         fields = (f"static constexpr int kBlockM = {t.block_m}, kBlockN = {t.block_n}, kNWarps = {t.warps};\n"

@@ -75,8 +75,10 @@ class _ElementConfig:
 
 @dataclass(frozen=True)
 class Sm80Config(_ElementConfig):
-    """One instantiation of ``flashcute::sm80::KernelTraits<Element, kHeadDim, kBlockM, kBlockN, kNWarps>``: the
-    forward's (op "fwd") or the decode kernel's (op "decode")."""
+    """One instantiation of ``flashcute::sm80::KernelTraits<Element, kHeadDim, kBlockM, kBlockN, kNWarps, ...,
+    kKeySlices>``: the forward's (op "fwd") or the decode kernel's (op "decode"). key_slices > 1 (the decode
+    kernel's key-split tile): the warps split each K/V block's keys into that many slices, each slice's warps
+    stacked along M; the TiledMMA is one slice's."""
 
     dtype: str
     head_dim: int
@@ -84,6 +86,7 @@ class Sm80Config(_ElementConfig):
     block_n: int
     n_warps: int
     op: str = "fwd"
+    key_slices: int = 1
 
     arch = "sm80"
 
@@ -91,6 +94,11 @@ class Sm80Config(_ElementConfig):
     @property
     def n_threads(self):
         return self.n_warps * 32
+
+    @property
+    def warps_m(self):
+        """The warps of one key slice, stacked along M."""
+        return self.n_warps // self.key_slices
 
     @property
     def tile_shape_mnk(self):
@@ -155,9 +163,9 @@ class Sm80Config(_ElementConfig):
 
     @cached_property
     def tiled_mma(self):
-        """Warps stacked along M, each owning 16-row slabs of the Q block."""
-        return make_tiled_mma(mma_atom(self.mma_op), Layout((Int(self.n_warps), Int(1), Int(1))),
-                              (Int(16 * self.n_warps), Int(16), Int(16)))
+        """A key slice's warps stacked along M, each owning 16-row slabs of the Q block."""
+        return make_tiled_mma(mma_atom(self.mma_op), Layout((Int(self.warps_m), Int(1), Int(1))),
+                              (Int(16 * self.warps_m), Int(16), Int(16)))
 
     @cached_property
     def smem_tiled_copy_q(self):
@@ -213,6 +221,7 @@ class Sm80Config(_ElementConfig):
             "kHeadDim": self.head_dim,
             "kNWarps": self.n_warps,
             "kNThreads": self.n_threads,
+            "kKeySlices": self.key_slices,
             "TileShape_MNK": self.tile_shape_mnk,
             "kv_stages": self.kv_stages,
             "kSmemBytes": self.smem_bytes,
@@ -247,7 +256,8 @@ class Sm80Config(_ElementConfig):
 
     @property
     def header(self):
-        return f"{self.arch} {self.dtype} hdim{self.head_dim}" + (" decode" if self.op == "decode" else "")
+        return (f"{self.arch} {self.dtype} hdim{self.head_dim}" + (" decode" if self.op == "decode" else "")
+                + (" key-split" if self.key_slices > 1 else ""))
 
 
 LONG_SEQLEN_K_MIN = kernel_table.LONG_SEQLEN_K_MIN
@@ -735,12 +745,16 @@ class Sm90BwdConfig(_ElementConfig):
 ARCHS = kernel_table.ARCHS
 
 
-def config_for(kernel, dtype):
-    """The configuration of one forward, decode or SM90 backward kernel_table row in one dtype."""
+def config_for(kernel, dtype, key_split=False):
+    """The configuration of one forward, decode or SM90 backward kernel_table row in one dtype; key_split: a decode
+    row's key-split tile (kernel_table.Sm80DecodeTile) rather than its 64-row one."""
     tile = kernel.tile
     if isinstance(tile, kernel_table.Sm90BwdTile):
         return Sm90BwdConfig(dtype, kernel.head_dim, tile.block_m, tile.block_n, tile.stages, tile.atom_dq_m,
                              tile.keys_along_m, tile.atom_dkv_m)
+    if key_split:
+        return Sm80Config(dtype, kernel.head_dim, tile.key_split_block_m, tile.block_n, tile.warps, kernel.op,
+                          tile.warps * 16 // tile.key_split_block_m)
     if kernel.arch == "sm80":
         return Sm80Config(dtype, kernel.head_dim, tile.block_m, tile.block_n, tile.warps, kernel.op)
     return Sm90Config(dtype, kernel.head_dim, kernel.variant == "causal", tile.block_m, tile.block_n, tile.stages,
@@ -756,8 +770,10 @@ def shipped_configs(arch=None):
 
 
 def decode_configs():
-    """Every shipped decode configuration (SM80 traits of the split-KV kernel), dtype by dtype."""
-    return [config_for(k, dtype) for dtype in DTYPES for k in kernel_table.kernels("decode", "sm80")]
+    """Every shipped decode configuration (SM80 traits of the split-KV kernel: each row's 64-row and key-split
+    tiles), dtype by dtype."""
+    return [config_for(k, dtype, key_split) for dtype in DTYPES for k in kernel_table.kernels("decode", "sm80")
+            for key_split in (False, True)]
 
 
 def sm90_bwd_configs():

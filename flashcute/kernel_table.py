@@ -39,6 +39,17 @@ class Sm80Tile:
 
 
 @dataclass(frozen=True)
+class Sm80DecodeTile(Sm80Tile):
+    """``flashcute::sm80::DecodeTraits``: the Sm80Tile (``type``) for a (batch, K/V head) with more than
+    key_split_block_m query rows, and ``KeySplit`` for up to that many (a decoding step's few queries times the GQA
+    group): key_split_block_m rows on 16-row slabs of warps, the warps' slabs splitting each block_n-key block into
+    warps x 16 / key_split_block_m key slices, each with its own softmax state, merged at the end. With 64 rows, a
+    step with 1-4 rows would spend 16-64x the tensor-core and exponential work its K/V bytes need."""
+
+    key_split_block_m: int = 16
+
+
+@dataclass(frozen=True)
 class Sm80BwdTile:
     """``flashcute::sm80::BwdKernelTraits``: a CTA owns block_n key rows and walks Q blocks of block_m rows, on
     ``warps`` warps arranged per gemm: atom_sdp_m of them along M for S = Q.K^T and dP = dO.V^T, atom_dkv_n along
@@ -94,7 +105,7 @@ class Kernel:
     # sm80 (and every backward and decode kernel): "all" (one tile; causal is a template flag inside). sm90 forward:
     # "noncausal", "causal", or "noncausal-longk" (taken when seqlen_k >= LONG_SEQLEN_K_MIN).
     variant: str
-    tile: Sm80Tile | Sm80BwdTile | Sm90Tile | Sm90BwdTile
+    tile: Sm80Tile | Sm80DecodeTile | Sm80BwdTile | Sm90Tile | Sm90BwdTile
     why: str  # one line
     decision: str  # its anchor in benchmarks/notes.md, where the measurements are
 
@@ -160,15 +171,18 @@ KERNELS: tuple[Kernel, ...] = (
            "d-sm80-bwd-fa2-tiles"),
     Kernel("bwd", "sm80", 256, "all", Sm80BwdTile(64, 64, 8, 4, 2, 2), "FlashAttention-2's tile",
            "d-sm80-bwd-fa2-tiles"),
-    # ---- SM80 decode (split-KV forward; sm80/decode_kernel.h): 64 query rows (decode has few), FlashAttention-2's
-    # split-KV tiles except hdim 64's 256-key blocks, which spill here.
-    Kernel("decode", "sm80", 64, "all", Sm80Tile(64, 128, 4), "256-key blocks spill 76-176 B/thread",
+    # ---- SM80 decode (split-KV forward; sm80/decode_kernel.h): 64 query rows, FlashAttention-2's split-KV tiles
+    # except hdim 64's 256-key blocks, which spill here; up to 16 rows, the warps split the keys instead.
+    Kernel("decode", "sm80", 64, "all", Sm80DecodeTile(64, 128, 4), "256-key blocks spill 76-176 B/thread",
            "d-sm80-decode-tiles"),
-    Kernel("decode", "sm80", 96, "all", Sm80Tile(64, 128, 4), "FlashAttention-2's split-KV tile", "d-sm80-decode-tiles"),
-    Kernel("decode", "sm80", 128, "all", Sm80Tile(64, 128, 4), "FlashAttention-2's split-KV tile",
+    Kernel("decode", "sm80", 96, "all", Sm80DecodeTile(64, 128, 4), "FlashAttention-2's split-KV tile",
            "d-sm80-decode-tiles"),
-    Kernel("decode", "sm80", 192, "all", Sm80Tile(64, 64, 4), "FlashAttention-2's split-KV tile", "d-sm80-decode-tiles"),
-    Kernel("decode", "sm80", 256, "all", Sm80Tile(64, 64, 4), "FlashAttention-2's split-KV tile", "d-sm80-decode-tiles"),
+    Kernel("decode", "sm80", 128, "all", Sm80DecodeTile(64, 128, 4), "FlashAttention-2's split-KV tile",
+           "d-sm80-decode-tiles"),
+    Kernel("decode", "sm80", 192, "all", Sm80DecodeTile(64, 64, 4), "FlashAttention-2's split-KV tile",
+           "d-sm80-decode-tiles"),
+    Kernel("decode", "sm80", 256, "all", Sm80DecodeTile(64, 64, 4), "FlashAttention-2's split-KV tile",
+           "d-sm80-decode-tiles"),
     # ---- SM90 backward: keys along the wgmma M mode (S^T = K.Q^T), so P^T and dS^T feed the dV/dK gemms from
     # registers; FlashAttention-3's tiles for these head dims. Larger head dims run on the SM80 backward.
     Kernel("bwd", "sm90", 64, "all", Sm90BwdTile(128, atom_dq_m=2), "FlashAttention-3's tile", "d-sm90-bwd-tiles"),

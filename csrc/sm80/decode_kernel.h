@@ -2,7 +2,8 @@
 // (Q block, head, batch) would leave most SMs idle. Three stages, each its own kernel:
 //   append_kv_kernel  new K/V rows into the cache, in place (when the call brings some)
 //   split_kv_kernel   CTA (Q block, split, head, batch) runs the forward mainloop over its share of the K/V blocks
-//                     (contiguous or paged) and writes a partial O and LSE in float32
+//                     (contiguous or paged) and writes a partial O and LSE in float32; where a (batch, K/V head)
+//                     has few rows (kernel_traits.h DecodeTraits::KeySplit), its warps split each block's keys
 //   combine_kernel    O = sum over splits of exp(LSE_split - LSE) * O_split, LSE = log sum exp(LSE_split)
 #pragma once
 
@@ -65,9 +66,12 @@ __global__ void append_kv_kernel(__grid_constant__ DecodeParams const params) {
            cache_row_offset(params, b, key, params.v_batch_stride, params.v_row_stride), params.v_head_stride);
 }
 
-// Decode CTAs resident per SM, which the split count plans for: the tiles' 60-100 KiB of shared memory allow two on
-// A100 and Hopper, and so do their registers (asked for more, ptxas spills: hdim 64 at 3 per SM, 80-116 B).
+// Decode CTAs resident per SM, which the split count plans for: the tiles' registers allow two (asked for more, the
+// 64-row tile spills: hdim 64 at 3 per SM, 80-116 B), and each launches with at least kDecodeMinSmemBytes of
+// shared memory, so that no more than two fit either: Hopper's 228 KiB per SM would hold three key-split hdim 64
+// CTAs (66 KiB), whose grids' last waves then run part-empty (benchmarks/notes.md#d-decode-key-split).
 constexpr int kDecodeCtasPerSm = 2;
+constexpr int kDecodeMinSmemBytes = 77 * 1024;  // three (and their 1 KiB reserves) overfill 228 KiB, two fit 164
 
 // Two stages of K and V (mainloop.h KVPipeline) where kDecodeCtasPerSm CTAs with them fit an A100's 164 KiB of
 // shared memory per SM (hdim 64); else one K and one V buffer, with K(n-1) issued early.
@@ -151,7 +155,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, kDecodeCtasPerSm)
 
   Tensor acc_o_rowcol = make_rowcol(acc_o);
   Tensor lse = softmax.finalize(acc_o_rowcol, params.softmax_scale);
-  Epilogue<Traits>::store_partial(acc_o, lse, gOaccum, gLSEaccum, q_row_end, tidx);
+  Epilogue<Traits>::store_partial(acc_o, lse, gOaccum, gLSEaccum, q_row_end, tidx, smem);
 }
 
 // One warp per (batch, head, query row), kCombineWarps rows per CTA: the row's LSE over the splits (skipping those

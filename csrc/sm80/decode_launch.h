@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/launch.h"
@@ -41,46 +42,74 @@ inline int choose_num_splits(int64_t ctas, int n_blocks, int num_sms, int ctas_p
   return 1;
 }
 
-template <class Traits, bool kCausal, bool kPaged>
+// One split-KV kernel: its tile (Traits), mask and cache layout, and the shared memory it launches with: what it
+// uses, and at least kDecodeMinSmemBytes (decode_kernel.h), so that an SM holds no more than the split count plans.
+template <class Traits_, bool kCausal, bool kPaged>
+struct SplitKVKernel {
+  using Traits = Traits_;
+  static constexpr auto kernel = &split_kv_kernel<Traits, kCausal, kPaged>;
+  static constexpr int kSmemBytes =
+      std::max(kDecodeMinSmemBytes, DecodeMainloop<Traits, kCausal>::kSmemBytes +
+                                        (kPaged ? PagedKV<Traits::kBlockN, Traits::kNThreads>::kSmemBytes : 0));
+};
+
+// fn(SplitKVKernel<Traits, causal, paged>{}) for params' mask and cache layout.
+template <class Traits, bool kCausal, class Fn>
+void with_split_kv_kernel(DecodeParams const& params, Fn&& fn) {
+  params.block_table != nullptr ? fn(SplitKVKernel<Traits, kCausal, true>{})
+                                : fn(SplitKVKernel<Traits, kCausal, false>{});
+}
+template <class Traits, class Fn>
+void with_split_kv_kernel(DecodeParams const& params, Fn&& fn) {
+  params.causal ? with_split_kv_kernel<Traits, true>(params, fn) : with_split_kv_kernel<Traits, false>(params, fn);
+}
+
+template <class SplitKV>
 void launch_split_kv(DecodeParams const& params, cudaStream_t stream) {
-  constexpr auto kernel = &split_kv_kernel<Traits, kCausal, kPaged>;
-  using Paged = PagedKV<Traits::kBlockN, Traits::kNThreads>;
-  constexpr int kSmemBytes = DecodeMainloop<Traits, kCausal>::kSmemBytes + (kPaged ? Paged::kSmemBytes : 0);
-  allow_dynamic_smem<kernel, kSmemBytes>();
+  using Traits = typename SplitKV::Traits;
+  allow_dynamic_smem<SplitKV::kernel, SplitKV::kSmemBytes>();
   int const m_blocks = (params.seqlen_q * params.pack_group + Traits::kBlockM - 1) / Traits::kBlockM;
   dim3 const grid(m_blocks * params.num_splits, params.heads_q / params.pack_group, params.batch);
-  kernel<<<grid, Traits::kNThreads, kSmemBytes, stream>>>(params);
+  SplitKV::kernel<<<grid, Traits::kNThreads, SplitKV::kSmemBytes, stream>>>(params);
 }
 
 // The registry's entry (common/registry.h) for one (dtype, head dim).
 template <typename Element, int kHeadDim>
 struct DecodeKernel {
   using Traits = typename DecodeTraits<Element, kHeadDim>::type;
+  using KeySplitTraits = typename DecodeTraits<Element, kHeadDim>::KeySplit;
+
+  // The rows of a (batch, K/V head): a decoding step's queries times the GQA group it packs.
+  static int64_t rows(DecodeParams const& params) { return int64_t(params.seqlen_q) * params.pack_group; }
+
+  // fn(SplitKVKernel<...>{}) of the kernel params run on: the key-split tile where the rows fit it.
+  template <class Fn>
+  static void with_kernel(DecodeParams const& params, Fn&& fn) {
+    rows(params) <= KeySplitTraits::kBlockM ? with_split_kv_kernel<KeySplitTraits>(params, fn)
+                                            : with_split_kv_kernel<Traits>(params, fn);
+  }
 
   static void plan(DecodeParams& params) {
     if (params.num_splits > 0) { return; }
-    int64_t const m_blocks = (int64_t(params.seqlen_q) * params.pack_group + Traits::kBlockM - 1) / Traits::kBlockM;
-    int const n_blocks = (params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN;
-    int64_t const ctas = m_blocks * (params.heads_q / params.pack_group) * params.batch;
-    params.num_splits = choose_num_splits(ctas, n_blocks, params.num_sms, kDecodeCtasPerSm);
+    with_kernel(params, [&](auto split_kv) {
+      using SplitKV = decltype(split_kv);
+      constexpr int kBlockM = SplitKV::Traits::kBlockM;
+      int64_t const m_blocks = (rows(params) + kBlockM - 1) / kBlockM;
+      int const n_blocks = (params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN;
+      int64_t const ctas = m_blocks * (params.heads_q / params.pack_group) * params.batch;
+      params.num_splits = choose_num_splits(ctas, n_blocks, params.num_sms, kDecodeCtasPerSm);
+    });
   }
 
   static void launch(DecodeParams const& params, cudaStream_t stream) {
     if (params.k_new_ptr != nullptr && params.seqlen_new > 0) {
       append_kv_kernel<Element><<<dim3(params.seqlen_new, params.batch), 128, 0, stream>>>(params);
     }
-    int64_t const rows = int64_t(params.batch) * params.heads_q * params.seqlen_q;
-    if (rows == 0) { return; }  // an append without queries
-    bool const paged = params.block_table != nullptr;
-    if (params.causal) {
-      paged ? launch_split_kv<Traits, true, true>(params, stream)
-            : launch_split_kv<Traits, true, false>(params, stream);
-    } else {
-      paged ? launch_split_kv<Traits, false, true>(params, stream)
-            : launch_split_kv<Traits, false, false>(params, stream);
-    }
+    int64_t const out_rows = int64_t(params.batch) * params.heads_q * params.seqlen_q;
+    if (out_rows == 0) { return; }  // an append without queries
+    with_kernel(params, [&](auto split_kv) { launch_split_kv<decltype(split_kv)>(params, stream); });
     combine_kernel<Element, kHeadDim>
-        <<<unsigned((rows + kCombineWarps - 1) / kCombineWarps), kCombineWarps * 32, 0, stream>>>(params);
+        <<<unsigned((out_rows + kCombineWarps - 1) / kCombineWarps), kCombineWarps * 32, 0, stream>>>(params);
   }
 
   // cp.async's 16-byte alignment is the op's own contract (flash_api.cpp checks it): any valid params run here.

@@ -79,21 +79,79 @@ struct Epilogue {
                                                                                          row_end, head_dim, tidx);
   }
 
-  // Split-KV: one split's O (normalised over its keys, float32) straight from the accumulator, and its LSE, for the
-  // combine kernel. gOaccum: (kBlockM, kHeadDim) float tile; gLSEaccum: (kBlockM).
+  // Split-KV: one split's O (normalised over its keys, float32) and its LSE, for the combine kernel. gOaccum:
+  // (kBlockM, kHeadDim) float tile; gLSEaccum: (kBlockM). Without key slices, straight from the accumulator.
+  // With them (Traits::kKeySlices > 1), the slices' results are merged first, through shared memory (smem: the
+  // mainloop's buffers, free once every warp is past its last gemm): LSE = log sum_s exp(LSE_s) and
+  // O = sum_s exp(LSE_s - LSE) O_s, as the combine kernel merges splits.
   template <class TensorAcc, class TensorLse, class TensorGO, class TensorGLse>
-  __device__ static void store_partial(TensorAcc const& acc_o, TensorLse const& lse, TensorGO& gOaccum,
-                                       TensorGLse& gLSEaccum, int row_end, int tidx) {
+  __device__ static void store_partial(TensorAcc& acc_o, TensorLse const& lse, TensorGO& gOaccum,
+                                       TensorGLse& gLSEaccum, int row_end, int tidx, char* smem) {
+    constexpr int kSlices = Traits::kKeySlices;
     typename Traits::TiledMma tiled_mma;
-    auto thr_mma = tiled_mma.get_thread_slice(tidx);
-    Tensor tOgO = thr_mma.partition_C(gOaccum);  // (MMA, MMA_M, MMA_D)
+    auto thr_mma = tiled_mma.get_thread_slice(tidx % Traits::kMmaThreads);
     Tensor tOcO = thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
-    CUTE_STATIC_ASSERT_V(size(tOgO) == size(acc_o));
-    CUTE_UNROLL
-    for (int i = 0; i < size(acc_o); ++i) {
-      if (get<0>(tOcO(i)) < row_end) { tOgO(i) = acc_o(i); }
+    if constexpr (kSlices == 1) {
+      Tensor tOgO = thr_mma.partition_C(gOaccum);  // (MMA, MMA_M, MMA_D)
+      CUTE_STATIC_ASSERT_V(size(tOgO) == size(acc_o));
+      CUTE_UNROLL
+      for (int i = 0; i < size(acc_o); ++i) {
+        if (get<0>(tOcO(i)) < row_end) { tOgO(i) = acc_o(i); }
+      }
+      store_lse(lse, gLSEaccum, row_end, tidx);
+    } else {
+      // (slice, row) LSEs, then (slice, row, col) weighted partial O; rows padded by 4 floats so that a warp's
+      // 8 accumulator rows fall in different banks.
+      constexpr int kRowStride = kHeadDim + 4;
+      static_assert((kSlices * kBlockM * (1 + kRowStride)) * sizeof(float) <= Traits::kSmemBytes);
+      float* smem_f = reinterpret_cast<float*>(smem);
+      Tensor sLSE = make_tensor(make_smem_ptr(smem_f), make_layout(Shape<Int<kSlices>, Int<kBlockM>>{}, LayoutRight{}));
+      Tensor sO = make_tensor(make_smem_ptr(smem_f + kSlices * kBlockM),
+                              make_layout(Shape<Int<kSlices>, Int<kBlockM>, Int<kHeadDim>>{},
+                                          Stride<Int<kBlockM * kRowStride>, Int<kRowStride>, _1>{}));
+      int const slice = tidx / Traits::kMmaThreads;
+      // The row's LSE over all slices (-inf when no slice saw a key).
+      auto merged_lse = [&](int row) {
+        float lse_max = -INFINITY;
+        CUTE_UNROLL
+        for (int s = 0; s < kSlices; ++s) { lse_max = fmaxf(lse_max, sLSE(s, row)); }
+        if (lse_max == -INFINITY) { return -INFINITY; }
+        float sum = 0.f;
+        CUTE_UNROLL
+        for (int s = 0; s < kSlices; ++s) { sum += __expf(sLSE(s, row) - lse_max); }
+        return lse_max + __logf(sum);
+      };
+
+      Tensor tOcO_rowcol = make_rowcol(tOcO);
+      __syncthreads();  // every warp is past its last gemm: the mainloop's buffers are free
+      if (get<1>(tOcO_rowcol(0, 0)) == 0) {  // the quad's first thread holds the row's LSE
+        CUTE_UNROLL
+        for (int mi = 0; mi < size(lse); ++mi) { sLSE(slice, get<0>(tOcO_rowcol(mi, 0))) = lse(mi); }
+      }
+      __syncthreads();
+      Tensor acc_o_rowcol = make_rowcol(acc_o);
+      CUTE_UNROLL
+      for (int mi = 0; mi < size(lse); ++mi) {
+        float const row_lse = merged_lse(get<0>(tOcO_rowcol(mi, 0)));
+        float const weight = lse(mi) == -INFINITY ? 0.f : __expf(lse(mi) - row_lse);
+        CUTE_UNROLL
+        for (int dj = 0; dj < size<1>(acc_o_rowcol); ++dj) { acc_o_rowcol(mi, dj) *= weight; }
+      }
+      Tensor tOsO = thr_mma.partition_C(sO(slice, _, _));  // (MMA, MMA_M, MMA_D)
+      CUTE_STATIC_ASSERT_V(size(tOsO) == size(acc_o));
+      copy(acc_o, tOsO);
+      __syncthreads();
+      for (int i = tidx; i < kBlockM * kHeadDim; i += Traits::kNThreads) {
+        int const row = i / kHeadDim, col = i % kHeadDim;
+        if (row < row_end) {
+          float sum = 0.f;
+          CUTE_UNROLL
+          for (int s = 0; s < kSlices; ++s) { sum += sO(s, row, col); }
+          gOaccum(row, col) = sum;
+        }
+      }
+      for (int row = tidx; row < min(row_end, kBlockM); row += Traits::kNThreads) { gLSEaccum(row) = merged_lse(row); }
     }
-    store_lse(lse, gLSEaccum, row_end, tidx);
   }
 
   // The LSE of each accumulator row below row_end: the quad's first thread (column 0 of the row) owns its value.

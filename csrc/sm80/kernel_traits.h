@@ -1,6 +1,8 @@
 // SM80 forward kernel configuration: every layout and atom the kernel uses, named once.
 // Tiles: a CTA owns kBlockM query rows of one (batch, head) and walks K/V in blocks of kBlockN rows;
 // the head dim is instantiated at kHeadDim (callers with smaller head dims are predicated, not padded).
+// kKeySlices > 1 (the decode kernel's few-row tile): the warps split each K/V block's keys into that many
+// slices instead of only stacking along M, each slice with its own softmax state, merged at the end.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -14,7 +16,7 @@ namespace flashcute::sm80 {
 using namespace cute;
 
 template <typename Element_, int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, int kSoftmaxPartsNonCausal_ = 4,
-          int kSoftmaxPartsCausal_ = 4>
+          int kSoftmaxPartsCausal_ = 4, int kKeySlices_ = 1>
 struct KernelTraits : CopyTraits<Element_, kHeadDim_, kNWarps_ * 32> {
   using Base = CopyTraits<Element_, kHeadDim_, kNWarps_ * 32>;
   using Element = Element_;
@@ -25,13 +27,20 @@ struct KernelTraits : CopyTraits<Element_, kHeadDim_, kNWarps_ * 32> {
   static constexpr int kNWarps = kNWarps_;
   static constexpr int kNThreads = kNWarps * 32;
   using TileShape_MNK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;
+  static constexpr int kKeySlices = kKeySlices_;
+  static constexpr int kWarpsM = kNWarps / kKeySlices;  // the warps of one key slice, stacked along M
+  static constexpr int kMmaThreads = kWarpsM * 32;
+  static constexpr int kBlockNSlice = kBlockN / kKeySlices;
+  static_assert(kNWarps % kKeySlices == 0 && kBlockN % (16 * kKeySlices) == 0 && kBlockM % (16 * kWarpsM) == 0);
+  // What one key slice's warps compute: S = Q.K^T over (kBlockM, kBlockNSlice) and O over (kBlockM, kHeadDim).
+  using SliceTileShape_MNK = Shape<Int<kBlockM>, Int<kBlockNSlice>, Int<kHeadDim>>;
   // Partial results per row in the softmax's max and sum (common/utils.h row_reduce), per mask kind.
   static constexpr int kSoftmaxPartsNonCausal = kSoftmaxPartsNonCausal_;
   static constexpr int kSoftmaxPartsCausal = kSoftmaxPartsCausal_;
 
-  // Tensor cores: warps stacked along M, each warp owning 16-row slabs of the Q block.
-  using TiledMma = TiledMMA<MMA_Atom<typename Base::MmaOp>, Layout<Shape<Int<kNWarps>, _1, _1>>,
-                            Tile<Int<16 * kNWarps>, _16, _16>>;
+  // Tensor cores: a key slice's warps stacked along M, each warp owning 16-row slabs of the Q block.
+  using TiledMma = TiledMMA<MMA_Atom<typename Base::MmaOp>, Layout<Shape<Int<kWarpsM>, _1, _1>>,
+                            Tile<Int<16 * kWarpsM>, _16, _16>>;
 
   // Shared memory (Base::SmemLayoutAtom rows): Q, one K and one V block.
   using typename Base::SmemLayoutAtom;
@@ -62,12 +71,16 @@ struct DefaultTraits {
                             Tile::kSoftmaxPartsCausal>;
 };
 
-// The decode kernel's configuration of a head dim: its DecodeTile row of flashcute/kernel_table.py.
+// The decode kernel's configurations of a head dim, from its DecodeTile row of flashcute/kernel_table.py: `type`
+// stacks the warps along M (kBlockM rows); `KeySplit` serves up to kKeySplitBlockM rows (a decoding step's few
+// queries times the GQA group) with one 16-row slab per key slice, the warps splitting each K/V block's keys.
 template <typename Element, int kHeadDim>
 struct DecodeTraits {
   using Tile = DecodeTile<kHeadDim>;
   static_assert(Tile::kShipped, "no SM80 decode tile for this head dim in flashcute/kernel_table.py");
   using type = KernelTraits<Element, kHeadDim, Tile::kBlockM, Tile::kBlockN, Tile::kNWarps>;
+  using KeySplit = KernelTraits<Element, kHeadDim, Tile::kKeySplitBlockM, Tile::kBlockN, Tile::kNWarps, 4, 4,
+                                Tile::kNWarps * 16 / Tile::kKeySplitBlockM>;
 };
 
 }  // namespace flashcute::sm80

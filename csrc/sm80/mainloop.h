@@ -9,7 +9,9 @@
 //   kTwoStages (decode where two stages of K and V fit): block n - 1 loads into one stage while block n is used
 //     wait K(n), V(n) | S = Q.K(n)^T, mask | softmax | O += P.V(n) | issue K(n-2), V(n-2) into n's stage
 // Loads are predicated cp.async; the gemms' shared-memory -> register (ldmatrix) copies run one k-slice ahead of
-// the mma.sync. Where Q rows and K/V blocks live in global memory is the caller's policy (gemm.h): a head's rows or
+// the mma.sync. With key slices (Traits::kKeySlices > 1, the decode kernel's few-row tile) every thread copies,
+// but each slice's warps compute over their own kBlockNSlice keys of each block, with their own softmax state: the
+// caller merges the slices' partial results. Where Q rows and K/V blocks live in global memory is the caller's policy (gemm.h): a head's rows or
 // grouped query heads; contiguous or paged K/V, whose page lookups for a block are fetched a step before its
 // copies are issued and published to shared memory in between.
 #pragma once
@@ -33,8 +35,10 @@ template <class Traits, bool kCausal, KVPipeline kPipeline = KVPipeline::kOneBuf
 struct Mainloop {
   using Element = typename Traits::Element;
   using TileShape_MNK = typename Traits::TileShape_MNK;
+  using SliceTileShape_MNK = typename Traits::SliceTileShape_MNK;  // a key slice's gemms
   static constexpr int kBlockM = Traits::kBlockM;
   static constexpr int kBlockN = Traits::kBlockN;
+  static constexpr int kBlockNSlice = Traits::kBlockNSlice;
   static constexpr int kSoftmaxParts = kCausal ? Traits::kSoftmaxPartsCausal : Traits::kSoftmaxPartsNonCausal;
 
   // The S accumulator ((2 cols, 2 rows), MMA_M, MMA_N) of m16n8k16 read as the A operand of the next
@@ -59,11 +63,15 @@ struct Mainloop {
     return cute::make_tuple(sQ, sK, sV);
   }
 
-  // This thread's softmax state: one row per accumulator row it holds.
+  // This thread's softmax state: one row per accumulator row it holds (of its key slice).
   using Softmax = OnlineSoftmax<decltype(size<0>(make_rowcol_layout(
                                     partition_fragment_C(typename Traits::TiledMma{},
-                                                         select<0, 1>(TileShape_MNK{})).layout())))::value,
+                                                         select<0, 1>(SliceTileShape_MNK{})).layout())))::value,
                                 kSoftmaxParts>;
+
+  // The key slice a thread computes for, and its index among that slice's kMmaThreads threads.
+  __device__ static int key_slice(int tidx) { return Traits::kKeySlices == 1 ? 0 : tidx / Traits::kMmaThreads; }
+  __device__ static int mma_tidx(int tidx) { return Traits::kKeySlices == 1 ? tidx : tidx % Traits::kMmaThreads; }
 
   // gQ: (BLK_M, D) Q block as q reads it (gemm.h QueryRows or GroupedQueryRows); gK, gV: the K/V blocks as kv
   // reads them (gemm.h ContiguousKV: (BLK_N, D, n); PagedKV: (BLK_N, D), block 0; taken by value, as PagedKV holds
@@ -91,25 +99,40 @@ struct Mainloop {
     Tensor tKVcKV = gmem_thr_copy_QKV.partition_S(make_identity_tensor(select<1, 2>(TileShape_MNK{})));
     static_assert(decltype(size<1>(tKgK))::value == decltype(size<1>(tKsK))::value);
 
+    // This thread's key slice of the K and V^T blocks (the blocks themselves, as they are, without key slices).
+    int const slice = key_slice(tidx);
+    auto slice_of = [&](auto const& tensor, auto tile, auto coord) {
+      if constexpr (Traits::kKeySlices == 1) {
+        return tensor;
+      } else {
+        return local_tile(tensor, tile, coord);
+      }
+    };
+    Tensor sKslice = slice_of(sK, select<1, 2>(SliceTileShape_MNK{}), make_coord(slice, 0));    // (BLK_N_SLICE, D)
+    Tensor sVtSlice = slice_of(sVt, select<2, 1>(SliceTileShape_MNK{}), make_coord(0, slice));  // (D, BLK_N_SLICE)
+    Tensor sVtSliceNoSwizzle = slice_of(sVtNoSwizzle, select<2, 1>(SliceTileShape_MNK{}), make_coord(0, slice));
+
     // Tensor-core partitions: register fragments and their ldmatrix sources.
+    int const mma_thread = mma_tidx(tidx);
     typename Traits::TiledMma tiled_mma;
-    auto thr_mma = tiled_mma.get_thread_slice(tidx);
-    Tensor tSrQ = thr_mma.partition_fragment_A(sQ);             // (MMA, MMA_M, MMA_D)
-    Tensor tSrK = thr_mma.partition_fragment_B(sK);             // (MMA, MMA_N, MMA_D)
-    Tensor tOrVt = thr_mma.partition_fragment_B(sVtNoSwizzle);  // (MMA, MMA_D, MMA_N)
+    auto thr_mma = tiled_mma.get_thread_slice(mma_thread);
+    Tensor tSrQ = thr_mma.partition_fragment_A(sQ);                  // (MMA, MMA_M, MMA_D)
+    Tensor tSrK = thr_mma.partition_fragment_B(sKslice);             // (MMA, MMA_N, MMA_D)
+    Tensor tOrVt = thr_mma.partition_fragment_B(sVtSliceNoSwizzle);  // (MMA, MMA_D, MMA_N)
 
     auto smem_tiled_copy_Q = make_tiled_copy_A(typename Traits::SmemCopyAtom{}, tiled_mma);
-    auto smem_thr_copy_Q = smem_tiled_copy_Q.get_thread_slice(tidx);
+    auto smem_thr_copy_Q = smem_tiled_copy_Q.get_thread_slice(mma_thread);
     Tensor tSsQ = smem_thr_copy_Q.partition_S(sQ);
     auto smem_tiled_copy_K = make_tiled_copy_B(typename Traits::SmemCopyAtom{}, tiled_mma);
-    auto smem_thr_copy_K = smem_tiled_copy_K.get_thread_slice(tidx);
-    Tensor tSsK = smem_thr_copy_K.partition_S(sK);
+    auto smem_thr_copy_K = smem_tiled_copy_K.get_thread_slice(mma_thread);
+    Tensor tSsK = smem_thr_copy_K.partition_S(sKslice);
     auto smem_tiled_copy_V = make_tiled_copy_B(typename Traits::SmemCopyAtomTransposed{}, tiled_mma);
-    auto smem_thr_copy_V = smem_tiled_copy_V.get_thread_slice(tidx);
-    Tensor tOsVt = smem_thr_copy_V.partition_S(sVt);
+    auto smem_thr_copy_V = smem_tiled_copy_V.get_thread_slice(mma_thread);
+    Tensor tOsVt = smem_thr_copy_V.partition_S(sVtSlice);
 
-    // (row, col) inside the S block of each score this thread holds, for masking.
-    Tensor tScS = make_rowcol(thr_mma.partition_C(make_identity_tensor(select<0, 1>(TileShape_MNK{}))));
+    // (row, col) inside the slice's S block of each score this thread holds, for masking; the slice's first key.
+    Tensor tScS = make_rowcol(thr_mma.partition_C(make_identity_tensor(select<0, 1>(SliceTileShape_MNK{}))));
+    int const slice_col0 = slice * kBlockNSlice;
     int const q_row_end = seq.seqlen_q() * q.group() - m_block * kBlockM;  // valid rows of this Q block
 
     // kTwoStages: block n's K and V buffers and their partitions are stage n % 2's, offset from stage 0's.
@@ -147,7 +170,7 @@ struct Mainloop {
     auto step = [&](auto first, auto masked) __attribute__((always_inline)) {
       constexpr bool kFirst = decltype(first)::value;
       constexpr bool kMasked = decltype(masked)::value;
-      Tensor acc_s = partition_fragment_C(tiled_mma, select<0, 1>(TileShape_MNK{}));  // (MMA, MMA_M, MMA_N)
+      Tensor acc_s = partition_fragment_C(tiled_mma, select<0, 1>(SliceTileShape_MNK{}));  // (MMA, MMA_M, MMA_N)
       clear(acc_s);
       bool const has_next = n_block > range.n_block_min;
       [[maybe_unused]] bool const has_after_next = n_block - 1 > range.n_block_min;
@@ -173,8 +196,8 @@ struct Mainloop {
               smem_thr_copy_Q, smem_thr_copy_K);
       Tensor scores = make_rowcol(acc_s);
       if constexpr (kMasked) {
-        apply_mask<kCausal>(scores, tScS, m_block * kBlockM, n_block * kBlockN, seq.seqlen_k(), seq.causal_offset(),
-                            q.group());
+        apply_mask<kCausal>(scores, tScS, m_block * kBlockM, n_block * kBlockN + slice_col0, seq.seqlen_k(),
+                            seq.causal_offset(), q.group());
       }
 
       if constexpr (kKVStages == 2) {

@@ -4,8 +4,8 @@
 // no nvcc). tests/test_kernel_layouts.py compares the output with flashcute.kernel_configs, line by line;
 // flashcute.explain draws from that mirror. Every string is CuTe's own cute::print.
 //
-// Output: one block per configuration, "== <arch> <dtype> hdim<d>[ causal|noncausal|decode|backward]", then
-// "<name>: <value>".
+// Output: one block per configuration, "== <arch> <dtype> hdim<d>[ causal|noncausal|decode[ key-split]|backward]",
+// then "<name>: <value>".
 #include <cstdio>
 
 // The kernels are built with this (flashcute._build.NVCC_FLAGS): the GMMA atoms must match theirs.
@@ -65,6 +65,7 @@ void print_sm80(char const* suffix = "") {
   field("kHeadDim", Traits::kHeadDim);
   field("kNWarps", Traits::kNWarps);
   field("kNThreads", Traits::kNThreads);
+  field("kKeySlices", Traits::kKeySlices);
   field("TileShape_MNK", typename Traits::TileShape_MNK{});
   // The SM80 kernel has one K and one V buffer (no kStages member): count the K/V buffers that
   // kSmemBytes pays for beyond Q, so a change to the buffering shows up here.
@@ -229,8 +230,9 @@ void print_sm80_all() {
   print_sm80<typename flashcute::sm80::DefaultTraits<Element, HEAD_DIM>::type>();
   FLASHCUTE_FWD_SM80_KERNELS(FLASHCUTE_PRINT_SM80)
 #undef FLASHCUTE_PRINT_SM80
-#define FLASHCUTE_PRINT_DECODE(HEAD_DIM, VARIANT) \
-  print_sm80<typename flashcute::sm80::DecodeTraits<Element, HEAD_DIM>::type>(" decode");
+#define FLASHCUTE_PRINT_DECODE(HEAD_DIM, VARIANT)                                     \
+  print_sm80<typename flashcute::sm80::DecodeTraits<Element, HEAD_DIM>::type>(" decode"); \
+  print_sm80<typename flashcute::sm80::DecodeTraits<Element, HEAD_DIM>::KeySplit>(" decode key-split");
   FLASHCUTE_DECODE_SM80_KERNELS(FLASHCUTE_PRINT_DECODE)
 #undef FLASHCUTE_PRINT_DECODE
 }

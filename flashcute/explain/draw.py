@@ -197,7 +197,8 @@ def draw_mma_tv(cfg, out_dir):
     pattern is also O's, 16 columns at a time) and the A operand of TiledMmaO (P, from registers)."""
     head = f"{cfg.arch} {cfg.dtype} hdim{cfg.head_dim}"
     if cfg.arch == "sm80":
-        title = (f"TiledMma of {head}: {cfg.mma_op}, {cfg.n_warps} warps along M, tile "
+        slices = f" (one of {cfg.key_slices} key slices)" if cfg.key_slices > 1 else ""
+        title = (f"TiledMma of {head}: {cfg.mma_op}, {cfg.warps_m} warps along M{slices}, tile "
                  f"{to_str(cfg.tiled_mma.tile_shape)}\nA = Q (M x K) left, B = K (N x K, drawn K x N) top, "
                  f"C = S (M x N); cell: thread T and value V (the same layouts serve O = P.V)")
         return _save_drawing(draw_mma(cfg.tiled_mma, title=title), out_dir, "mma_tv")
