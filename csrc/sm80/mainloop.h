@@ -11,9 +11,9 @@
 // Loads are predicated cp.async; the gemms' shared-memory -> register (ldmatrix) copies run one k-slice ahead of
 // the mma.sync. With key slices (Traits::kKeySlices > 1, the decode kernel's few-row tile) every thread copies,
 // but each slice's warps compute over their own kBlockNSlice keys of each block, with their own softmax state: the
-// caller merges the slices' partial results. Where Q rows and K/V blocks live in global memory is the caller's policy (gemm.h): a head's rows or
-// grouped query heads; contiguous or paged K/V, whose page lookups for a block are fetched a step before its
-// copies are issued and published to shared memory in between.
+// caller merges the slices' partial results. Where Q rows and K/V blocks live in global memory is the caller's
+// policy (gemm.h): a head's rows or grouped query heads; contiguous or paged K/V, whose page lookups for a block are
+// fetched a step before its copies are issued and published to shared memory in between.
 #pragma once
 
 #include <cute/tensor.hpp>
