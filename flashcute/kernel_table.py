@@ -42,11 +42,17 @@ class Sm80Tile:
 class Sm80DecodeTile(Sm80Tile):
     """``flashcute::sm80::DecodeTraits``: the Sm80Tile (``type``) for a (batch, K/V head) with more than
     key_split_block_m query rows, and ``KeySplit`` for up to that many (a decoding step's few queries times the GQA
-    group): key_split_block_m rows on 16-row slabs of warps, the warps' slabs splitting each block_n-key block into
-    warps x 16 / key_split_block_m key slices, each with its own softmax state, merged at the end. With 64 rows, a
-    step with 1-4 rows would spend 16-64x the tensor-core and exponential work its K/V bytes need."""
+    group): key_split_block_m rows on 16-row slabs of warps, the warps' slabs splitting each K/V block (of
+    key_split_block_n keys, else block_n) into warps x 16 / key_split_block_m key slices, each with its own softmax
+    state, merged at the end. With 64 rows, a step with 1-4 rows would spend 16-64x the tensor-core and exponential
+    work its K/V bytes need."""
 
     key_split_block_m: int = 16
+    key_split_block_n: int | None = None  # the key-split tile's K/V blocks; None: block_n
+
+    @property
+    def key_split_keys(self) -> int:
+        return self.key_split_block_n or self.block_n
 
 
 @dataclass(frozen=True)
@@ -173,8 +179,8 @@ KERNELS: tuple[Kernel, ...] = (
            "d-sm80-bwd-fa2-tiles"),
     # ---- SM80 decode (split-KV forward; sm80/decode_kernel.h): 64 query rows, FlashAttention-2's split-KV tiles
     # except hdim 64's 256-key blocks, which spill here; up to 16 rows, the warps split the keys instead.
-    Kernel("decode", "sm80", 64, "all", Sm80DecodeTile(64, 128, 4), "256-key blocks spill 76-176 B/thread",
-           "d-sm80-decode-tiles"),
+    Kernel("decode", "sm80", 64, "all", Sm80DecodeTile(64, 128, 4, key_split_block_n=256),
+           "256-key blocks spill 76-176 B/thread on 64 rows, not on the key-split tile's 16", "d-sm80-decode-tiles"),
     Kernel("decode", "sm80", 96, "all", Sm80DecodeTile(64, 128, 4), "FlashAttention-2's split-KV tile",
            "d-sm80-decode-tiles"),
     Kernel("decode", "sm80", 128, "all", Sm80DecodeTile(64, 128, 4), "FlashAttention-2's split-KV tile",

@@ -106,39 +106,39 @@ struct BwdTile<256> {
   static constexpr int kAtomLayoutMSdP = 4, kAtomLayoutNdKV = 2, kAtomLayoutMdQ = 2;
 };
 
-// 256-key blocks spill 76-176 B/thread (benchmarks/notes.md#d-sm80-decode-tiles)
+// 256-key blocks spill 76-176 B/thread on 64 rows, not on the key-split tile's 16 (benchmarks/notes.md#d-sm80-decode-tiles)
 template <>
 struct DecodeTile<64> {
   static constexpr bool kShipped = true;
-  static constexpr int kBlockM = 64, kBlockN = 128, kNWarps = 4, kKeySplitBlockM = 16;
+  static constexpr int kBlockM = 64, kBlockN = 128, kNWarps = 4, kKeySplitBlockM = 16, kKeySplitBlockN = 256;
 };
 
 // FlashAttention-2's split-KV tile (benchmarks/notes.md#d-sm80-decode-tiles)
 template <>
 struct DecodeTile<96> {
   static constexpr bool kShipped = true;
-  static constexpr int kBlockM = 64, kBlockN = 128, kNWarps = 4, kKeySplitBlockM = 16;
+  static constexpr int kBlockM = 64, kBlockN = 128, kNWarps = 4, kKeySplitBlockM = 16, kKeySplitBlockN = 128;
 };
 
 // FlashAttention-2's split-KV tile (benchmarks/notes.md#d-sm80-decode-tiles)
 template <>
 struct DecodeTile<128> {
   static constexpr bool kShipped = true;
-  static constexpr int kBlockM = 64, kBlockN = 128, kNWarps = 4, kKeySplitBlockM = 16;
+  static constexpr int kBlockM = 64, kBlockN = 128, kNWarps = 4, kKeySplitBlockM = 16, kKeySplitBlockN = 128;
 };
 
 // FlashAttention-2's split-KV tile (benchmarks/notes.md#d-sm80-decode-tiles)
 template <>
 struct DecodeTile<192> {
   static constexpr bool kShipped = true;
-  static constexpr int kBlockM = 64, kBlockN = 64, kNWarps = 4, kKeySplitBlockM = 16;
+  static constexpr int kBlockM = 64, kBlockN = 64, kNWarps = 4, kKeySplitBlockM = 16, kKeySplitBlockN = 64;
 };
 
 // FlashAttention-2's split-KV tile (benchmarks/notes.md#d-sm80-decode-tiles)
 template <>
 struct DecodeTile<256> {
   static constexpr bool kShipped = true;
-  static constexpr int kBlockM = 64, kBlockN = 64, kNWarps = 4, kKeySplitBlockM = 16;
+  static constexpr int kBlockM = 64, kBlockN = 64, kNWarps = 4, kKeySplitBlockM = 16, kKeySplitBlockN = 64;
 };
 
 }  // namespace sm80

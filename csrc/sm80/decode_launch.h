@@ -92,10 +92,9 @@ struct DecodeKernel {
   static void plan(DecodeParams& params) {
     if (params.num_splits > 0) { return; }
     with_kernel(params, [&](auto split_kv) {
-      using SplitKV = decltype(split_kv);
-      constexpr int kBlockM = SplitKV::Traits::kBlockM;
-      int64_t const m_blocks = (rows(params) + kBlockM - 1) / kBlockM;
-      int const n_blocks = (params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN;
+      using Tile = typename decltype(split_kv)::Traits;
+      int64_t const m_blocks = (rows(params) + Tile::kBlockM - 1) / Tile::kBlockM;
+      int const n_blocks = (params.seqlen_k + Tile::kBlockN - 1) / Tile::kBlockN;
       int64_t const ctas = m_blocks * (params.heads_q / params.pack_group) * params.batch;
       params.num_splits = choose_num_splits(ctas, n_blocks, params.num_sms, kDecodeCtasPerSm);
     });
