@@ -126,8 +126,8 @@ class Kernel:
 
 SM90_VARIANTS = ("noncausal", "causal", "noncausal-longk")
 LONG_SEQLEN_K_MIN = 4096  # seqlen_k from which a head dim's "noncausal-longk" tile (where it has one) runs
-# Up to this many query rows the fixed-length forward (auto or sm80) runs on the decode kernel, whose 64-row tiles
-# and split keys fill the GPU where the forward's one CTA per 128 query rows would not.
+# Up to this many query rows the fixed-length forward (auto or sm80) runs on the decode kernel, whose 16- and 64-row
+# tiles and split keys fill the GPU where the forward's one CTA per 128 query rows would not.
 DECODE_MAX_SEQLEN_Q = 16
 
 KERNELS: tuple[Kernel, ...] = (
