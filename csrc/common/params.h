@@ -63,15 +63,16 @@ struct FwdParams : AttnParams {
 
 // Decoding (few query rows, many keys): the forward split over the keys, on fixed-length batches whose K/V may be
 // a cache. Each of num_splits CTAs of a (Q block, head, batch) takes a range of its K/V blocks and writes a partial
-// O and LSE; a combine kernel merges them into o_ptr / lse_ptr. seqused_k (the base's) holds each sequence's
-// number of keys where it is set.
+// O and LSE; a combine kernel merges them into o_ptr / lse_ptr (one split writes them itself). seqused_k (the
+// base's) holds each sequence's number of keys where it is set.
 struct DecodeParams : FwdParams {
   // Query heads per Q block: the heads_q / heads_kv heads of a K/V head share its Q blocks (GQA: each K/V byte is
   // read once for the group), row R of a (batch, K/V head) being query R / pack_group of head R % pack_group of the
   // group; 1 for MHA.
   int pack_group;
   int num_splits;  // >= 1; set by the kernel's plan() where the caller passes 0
-  // Per split, the (batch, heads_q / pack_group) rows of seqlen_q * pack_group each, in the kernel's row order:
+  // Per split, the (batch, heads_q / pack_group) rows of seqlen_q * pack_group each, in the kernel's row order (null
+  // with one split):
   float* __restrict__ o_accum_ptr;    // (num_splits, rows, the kernel's kHeadDim)
   float* __restrict__ lse_accum_ptr;  // (num_splits, rows); -inf where a split saw no key
 

@@ -2,9 +2,11 @@
 // (Q block, head, batch) would leave most SMs idle. Three stages, each its own kernel:
 //   append_kv_kernel  new K/V rows into the cache, in place (when the call brings some)
 //   split_kv_kernel   CTA (Q block, split, head, batch) runs the forward mainloop over its share of the K/V blocks
-//                     (contiguous or paged) and writes a partial O and LSE in float32; where a (batch, K/V head)
-//                     has few rows (kernel_traits.h DecodeTraits::KeySplit), its warps split each block's keys
-//   combine_kernel    O = sum over splits of exp(LSE_split - LSE) * O_split, LSE = log sum exp(LSE_split)
+//                     (contiguous or paged) and writes a partial O and LSE in float32, or with one split the final
+//                     O and LSE; where a (batch, K/V head) has few rows (kernel_traits.h DecodeTraits::KeySplit), its
+//                     warps split each block's keys
+//   combine_kernel    O = sum over splits of exp(LSE_split - LSE) * O_split, LSE = log sum exp(LSE_split), where
+//                     there are several
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -84,6 +86,40 @@ constexpr KVPipeline decode_pipeline() {
 template <class Traits, bool kCausal>
 using DecodeMainloop = Mainloop<Traits, kCausal, decode_pipeline<Traits>()>;
 
+// Where a split-KV CTA writes row `row` (from 0, the CTA's first), column col of its result, and the row's LSE.
+// FinalRows: O in the caller's dtype and strides (columns below head_dim) and LSE, row R of a (batch, K/V head)'s
+// rows being query R / group of query head first_head + R % group (DecodeParams pack_group).
+template <class Element>
+struct FinalRows {
+  DecodeParams const& params;
+  int batch, first_head, row0;
+
+  __device__ void o(int row, int col, float value) const {
+    int const r = row0 + row;
+    if (col < params.head_dim) {
+      static_cast<Element*>(params.o_ptr)[batch * params.o_batch_stride + (r / params.pack_group) * params.o_row_stride +
+                                          (first_head + r % params.pack_group) * params.o_head_stride + col] =
+          Element(value);
+    }
+  }
+  __device__ void lse(int row, float value) const {  // (batch, heads_q, seqlen_q)
+    int const r = row0 + row;
+    params.lse_ptr[(int64_t(batch) * params.heads_q + first_head + r % params.pack_group) * params.seqlen_q +
+                   r / params.pack_group] = value;
+  }
+};
+// PartialRows: one split's float32 O (all kHeadDim columns) and LSE at accum_row of DecodeParams o_accum_ptr.
+template <int kHeadDim>
+struct PartialRows {
+  DecodeParams const& params;
+  int64_t accum_row;
+
+  __device__ void o(int row, int col, float value) const {
+    params.o_accum_ptr[(accum_row + row) * kHeadDim + col] = value;
+  }
+  __device__ void lse(int row, float value) const { params.lse_accum_ptr[accum_row + row] = value; }
+};
+
 // Grid (Q blocks x num_splits, heads_q / pack_group, batch).
 template <class Traits, bool kCausal, bool kPaged>
 __global__ void __launch_bounds__(Traits::kNThreads, kDecodeCtasPerSm)
@@ -108,18 +144,24 @@ __global__ void __launch_bounds__(Traits::kNThreads, kDecodeCtasPerSm)
   DecodeSeqInfo const seq(params, bidb);
   int const q_row_end = rows - m_block * kBlockM;
 
-  // This split's partial O and LSE (common/params.h DecodeParams o_accum_ptr).
-  int64_t const accum_row = ((int64_t(split) * params.batch + bidb) * gridDim.y + bidh) * rows;
-  Tensor mOaccum = make_tensor(make_gmem_ptr(params.o_accum_ptr + accum_row * kHeadDim),
-                               make_shape(rows, Int<kHeadDim>{}), make_stride(Int<kHeadDim>{}, _1{}));
-  Tensor mLSEaccum = make_tensor(make_gmem_ptr(params.lse_accum_ptr + accum_row), make_shape(rows));
-  Tensor gOaccum = local_tile(mOaccum, select<0, 2>(TileShape_MNK{}), make_coord(m_block, 0));  // (BLK_M, D)
-  Tensor gLSEaccum = local_tile(mLSEaccum, Shape<Int<kBlockM>>{}, make_coord(m_block));         // (BLK_M)
+  // Where the CTA's rows go: with one split, straight to O and LSE (no combine kernel runs); with several, this
+  // split's partial O and LSE in float32 (common/params.h DecodeParams o_accum_ptr), for the combine kernel.
+  FinalRows<Element> const final_rows{params, bidb, bidh * group, m_block * kBlockM};
+  PartialRows<kHeadDim> const partial_rows{params, ((int64_t(split) * params.batch + bidb) * gridDim.y + bidh) * rows +
+                                                       m_block * kBlockM};
+  bool const one_split = params.num_splits == 1;
 
   KVBlockRange const range = split_kv_block_range(
       kv_block_range<kBlockM, Traits::kBlockN, kCausal>(seq, m_block, group), split, params.num_splits);
-  if (range.n_block_min >= range.n_block_max) {  // no key for this split: the combine skips it
-    for (int row = tidx; row < min(q_row_end, kBlockM); row += Traits::kNThreads) { gLSEaccum(row) = -INFINITY; }
+  if (range.n_block_min >= range.n_block_max) {  // no key for this split: O = 0, LSE = -inf (the combine skips it)
+    for (int row = tidx; row < min(q_row_end, kBlockM); row += Traits::kNThreads) {
+      if (one_split) {
+        for (int col = 0; col < kHeadDim; ++col) { final_rows.o(row, col, 0.f); }
+        final_rows.lse(row, -INFINITY);
+      } else {
+        partial_rows.lse(row, -INFINITY);
+      }
+    }
     return;
   }
 
@@ -155,7 +197,11 @@ __global__ void __launch_bounds__(Traits::kNThreads, kDecodeCtasPerSm)
 
   Tensor acc_o_rowcol = make_rowcol(acc_o);
   Tensor lse = softmax.finalize(acc_o_rowcol, params.softmax_scale);
-  Epilogue<Traits>::store_partial(acc_o, lse, gOaccum, gLSEaccum, q_row_end, tidx, smem);
+  if (one_split) {
+    Epilogue<Traits>::store_split(acc_o, lse, final_rows, q_row_end, tidx, smem);
+  } else {
+    Epilogue<Traits>::store_split(acc_o, lse, partial_rows, q_row_end, tidx, smem);
+  }
 }
 
 // One warp per (batch, head, query row), kCombineWarps rows per CTA: the row's LSE over the splits (skipping those

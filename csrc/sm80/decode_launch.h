@@ -107,8 +107,10 @@ struct DecodeKernel {
     int64_t const out_rows = int64_t(params.batch) * params.heads_q * params.seqlen_q;
     if (out_rows == 0) { return; }  // an append without queries
     with_kernel(params, [&](auto split_kv) { launch_split_kv<decltype(split_kv)>(params, stream); });
-    combine_kernel<Element, kHeadDim>
-        <<<unsigned((out_rows + kCombineWarps - 1) / kCombineWarps), kCombineWarps * 32, 0, stream>>>(params);
+    if (params.num_splits > 1) {  // one split wrote O and LSE itself
+      combine_kernel<Element, kHeadDim>
+          <<<unsigned((out_rows + kCombineWarps - 1) / kCombineWarps), kCombineWarps * 32, 0, stream>>>(params);
+    }
   }
 
   // cp.async's 16-byte alignment is the op's own contract (flash_api.cpp checks it): any valid params run here.

@@ -79,26 +79,33 @@ struct Epilogue {
                                                                                          row_end, head_dim, tidx);
   }
 
-  // Split-KV: one split's O (normalised over its keys, float32) and its LSE, for the combine kernel. gOaccum:
-  // (kBlockM, kHeadDim) float tile; gLSEaccum: (kBlockM). Without key slices, straight from the accumulator.
-  // With them (Traits::kKeySlices > 1), the slices' results are merged first, through shared memory (smem: the
-  // mainloop's buffers, free once every warp is past its last gemm): LSE = log sum_s exp(LSE_s) and
-  // O = sum_s exp(LSE_s - LSE) O_s, as the combine kernel merges splits.
-  template <class TensorAcc, class TensorLse, class TensorGO, class TensorGLse>
-  __device__ static void store_partial(TensorAcc& acc_o, TensorLse const& lse, TensorGO& gOaccum,
-                                       TensorGLse& gLSEaccum, int row_end, int tidx, char* smem) {
+  // Split-KV: a split's O (normalised over its keys) and LSE, row by row through `rows` (decode_kernel.h FinalRows
+  // or PartialRows: rows.o(row, col, value), rows.lse(row, value)), rows below row_end. Without key slices, straight
+  // from the accumulator. With them (Traits::kKeySlices > 1), the slices' results are merged first, through shared
+  // memory (smem: the mainloop's buffers, free once every warp is past its last gemm): LSE = log sum_s exp(LSE_s)
+  // and O = sum_s exp(LSE_s - LSE) O_s, as the combine kernel merges splits.
+  template <class TensorAcc, class TensorLse, class Rows>
+  __device__ static void store_split(TensorAcc& acc_o, TensorLse const& lse, Rows const& rows, int row_end, int tidx,
+                                     char* smem) {
     constexpr int kSlices = Traits::kKeySlices;
     typename Traits::TiledMma tiled_mma;
     auto thr_mma = tiled_mma.get_thread_slice(tidx % Traits::kMmaThreads);
     Tensor tOcO = thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
+    CUTE_STATIC_ASSERT_V(size(tOcO) == size(acc_o));
+    Tensor tOcO_rowcol = make_rowcol(tOcO);
+    bool const lse_owner = get<1>(tOcO_rowcol(0, 0)) == 0;  // the quad's first thread holds the row's LSE
     if constexpr (kSlices == 1) {
-      Tensor tOgO = thr_mma.partition_C(gOaccum);  // (MMA, MMA_M, MMA_D)
-      CUTE_STATIC_ASSERT_V(size(tOgO) == size(acc_o));
       CUTE_UNROLL
       for (int i = 0; i < size(acc_o); ++i) {
-        if (get<0>(tOcO(i)) < row_end) { tOgO(i) = acc_o(i); }
+        if (get<0>(tOcO(i)) < row_end) { rows.o(get<0>(tOcO(i)), get<1>(tOcO(i)), acc_o(i)); }
       }
-      store_lse(lse, gLSEaccum, row_end, tidx);
+      if (lse_owner) {
+        CUTE_UNROLL
+        for (int mi = 0; mi < size(lse); ++mi) {
+          int const row = get<0>(tOcO_rowcol(mi, 0));
+          if (row < row_end) { rows.lse(row, lse(mi)); }
+        }
+      }
     } else {
       // (slice, row) LSEs, then (slice, row, col) weighted partial O; rows padded by 4 floats so that a warp's
       // 8 accumulator rows fall in different banks.
@@ -122,9 +129,8 @@ struct Epilogue {
         return lse_max + __logf(sum);
       };
 
-      Tensor tOcO_rowcol = make_rowcol(tOcO);
       __syncthreads();  // every warp is past its last gemm: the mainloop's buffers are free
-      if (get<1>(tOcO_rowcol(0, 0)) == 0) {  // the quad's first thread holds the row's LSE
+      if (lse_owner) {
         CUTE_UNROLL
         for (int mi = 0; mi < size(lse); ++mi) { sLSE(slice, get<0>(tOcO_rowcol(mi, 0))) = lse(mi); }
       }
@@ -147,10 +153,10 @@ struct Epilogue {
           float sum = 0.f;
           CUTE_UNROLL
           for (int s = 0; s < kSlices; ++s) { sum += sO(s, row, col); }
-          gOaccum(row, col) = sum;
+          rows.o(row, col, sum);
         }
       }
-      for (int row = tidx; row < min(row_end, kBlockM); row += Traits::kNThreads) { gLSEaccum(row) = merged_lse(row); }
+      for (int row = tidx; row < min(row_end, kBlockM); row += Traits::kNThreads) { rows.lse(row, merged_lse(row)); }
     }
   }
 
