@@ -55,7 +55,8 @@ def _tile_struct(kernel):
         name = f"BwdTile<{kernel.head_dim}>"
     elif kernel.op == "decode":
         fields = (f"static constexpr int kBlockM = {t.block_m}, kBlockN = {t.block_n}, kNWarps = {t.warps}, "
-                  f"kKeySplitBlockM = {t.key_split_block_m}, kKeySplitBlockN = {t.key_split_keys};")
+                  f"kKeySplitBlockM = {t.key_split_block_m}, kKeySplitBlockN = {t.key_split_keys}, "
+                  f"kKeySplitSlices = {t.key_split_slices};")
         name = f"DecodeTile<{kernel.head_dim}>"
     elif kernel.arch == "sm80":
         fields = (f"static constexpr int kBlockM = {t.block_m}, kBlockN = {t.block_n}, kNWarps = {t.warps};\n"

@@ -754,7 +754,7 @@ def config_for(kernel, dtype, key_split=False):
                              tile.keys_along_m, tile.atom_dkv_m)
     if key_split:
         return Sm80Config(dtype, kernel.head_dim, tile.key_split_block_m, tile.key_split_keys, tile.warps, kernel.op,
-                          tile.warps * 16 // tile.key_split_block_m)
+                          tile.key_split_slices)
     if kernel.arch == "sm80":
         return Sm80Config(dtype, kernel.head_dim, tile.block_m, tile.block_n, tile.warps, kernel.op)
     return Sm90Config(dtype, kernel.head_dim, kernel.variant == "causal", tile.block_m, tile.block_n, tile.stages,

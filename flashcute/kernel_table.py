@@ -54,6 +54,11 @@ class Sm80DecodeTile(Sm80Tile):
     def key_split_keys(self) -> int:
         return self.key_split_block_n or self.block_n
 
+    @property
+    def key_split_slices(self) -> int:
+        """The key slices of the key-split tile: one per 16-row slab of warps."""
+        return self.warps * 16 // self.key_split_block_m
+
 
 @dataclass(frozen=True)
 class Sm80BwdTile:

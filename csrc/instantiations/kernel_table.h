@@ -110,35 +110,35 @@ struct BwdTile<256> {
 template <>
 struct DecodeTile<64> {
   static constexpr bool kShipped = true;
-  static constexpr int kBlockM = 64, kBlockN = 128, kNWarps = 4, kKeySplitBlockM = 16, kKeySplitBlockN = 256;
+  static constexpr int kBlockM = 64, kBlockN = 128, kNWarps = 4, kKeySplitBlockM = 16, kKeySplitBlockN = 256, kKeySplitSlices = 4;
 };
 
 // FlashAttention-2's split-KV tile (benchmarks/notes.md#d-sm80-decode-tiles)
 template <>
 struct DecodeTile<96> {
   static constexpr bool kShipped = true;
-  static constexpr int kBlockM = 64, kBlockN = 128, kNWarps = 4, kKeySplitBlockM = 16, kKeySplitBlockN = 128;
+  static constexpr int kBlockM = 64, kBlockN = 128, kNWarps = 4, kKeySplitBlockM = 16, kKeySplitBlockN = 128, kKeySplitSlices = 4;
 };
 
 // FlashAttention-2's split-KV tile (benchmarks/notes.md#d-sm80-decode-tiles)
 template <>
 struct DecodeTile<128> {
   static constexpr bool kShipped = true;
-  static constexpr int kBlockM = 64, kBlockN = 128, kNWarps = 4, kKeySplitBlockM = 16, kKeySplitBlockN = 128;
+  static constexpr int kBlockM = 64, kBlockN = 128, kNWarps = 4, kKeySplitBlockM = 16, kKeySplitBlockN = 128, kKeySplitSlices = 4;
 };
 
 // FlashAttention-2's split-KV tile (benchmarks/notes.md#d-sm80-decode-tiles)
 template <>
 struct DecodeTile<192> {
   static constexpr bool kShipped = true;
-  static constexpr int kBlockM = 64, kBlockN = 64, kNWarps = 4, kKeySplitBlockM = 16, kKeySplitBlockN = 64;
+  static constexpr int kBlockM = 64, kBlockN = 64, kNWarps = 4, kKeySplitBlockM = 16, kKeySplitBlockN = 64, kKeySplitSlices = 4;
 };
 
 // FlashAttention-2's split-KV tile (benchmarks/notes.md#d-sm80-decode-tiles)
 template <>
 struct DecodeTile<256> {
   static constexpr bool kShipped = true;
-  static constexpr int kBlockM = 64, kBlockN = 64, kNWarps = 4, kKeySplitBlockM = 16, kKeySplitBlockN = 64;
+  static constexpr int kBlockM = 64, kBlockN = 64, kNWarps = 4, kKeySplitBlockM = 16, kKeySplitBlockN = 64, kKeySplitSlices = 4;
 };
 
 }  // namespace sm80

@@ -80,7 +80,7 @@ struct DecodeTraits {
   static_assert(Tile::kShipped, "no SM80 decode tile for this head dim in flashcute/kernel_table.py");
   using type = KernelTraits<Element, kHeadDim, Tile::kBlockM, Tile::kBlockN, Tile::kNWarps>;
   using KeySplit = KernelTraits<Element, kHeadDim, Tile::kKeySplitBlockM, Tile::kKeySplitBlockN, Tile::kNWarps, 4, 4,
-                                Tile::kNWarps * 16 / Tile::kKeySplitBlockM>;
+                                Tile::kKeySplitSlices>;
 };
 
 }  // namespace flashcute::sm80
