@@ -106,10 +106,10 @@ void check_tensor(char const* op, at::Tensor const& t, char const* name, char co
 }
 
 struct DeviceInfo {
-  int major, minor, num_sms;
+  int major, minor, num_sms, smem_per_sm;
 };
 
-// Queried once per device: three attribute queries on every call add to a decoding step's host time.
+// Queried once per device: four attribute queries on every call add to a decoding step's host time.
 DeviceInfo device_info(int device) {
   static std::mutex mutex;
   static std::vector<std::optional<DeviceInfo>> known;
@@ -120,6 +120,7 @@ DeviceInfo device_info(int device) {
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&info.major, cudaDevAttrComputeCapabilityMajor, device));
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&info.minor, cudaDevAttrComputeCapabilityMinor, device));
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&info.num_sms, cudaDevAttrMultiProcessorCount, device));
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&info.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
     known[device] = info;
   }
   return *known[device];
@@ -493,6 +494,7 @@ std::tuple<at::Tensor, at::Tensor> run_decode(char const* op, QKVShape const& s,
   fill_attn_params(params, s, q, k, v, out, lse, scale, causal, causal_top_left, device.num_sms);
   // The query heads of a K/V head (1 also where there are none: an append without queries).
   params.pack_group = int(std::max<int64_t>(s.heads_q / s.heads_kv, 1));
+  params.smem_per_sm = device.smem_per_sm;
 
   at::Tensor seqlens_k_new;
   if (cache != nullptr) {

@@ -27,21 +27,26 @@ cudaError_t launch_after_prior_grid_starts(void (*kernel)(KernelArgs...), dim3 g
   return cudaLaunchKernelEx(&config, kernel, args...);
 }
 
-// Lets kKernel take kSmemBytes of dynamic shared memory (cudaFuncAttributeMaxDynamicSharedMemorySize), set once
+// Lets kKernel take smem_bytes of dynamic shared memory (cudaFuncAttributeMaxDynamicSharedMemorySize), set once
 // per device rather than at every launch: the call costs the host microseconds, which a decoding step (one launch
-// per layer and token) pays in full. Devices past the 64th set it every time. Below 48 KiB no attribute is needed.
+// per layer and token) pays in full. smem_bytes must be the same at every call on a device. Devices past the 64th
+// set it every time. Below 48 KiB no attribute is needed.
+template <auto kKernel>
+void allow_dynamic_smem(int smem_bytes) {
+  if (smem_bytes < 48 * 1024) { return; }
+  static std::atomic<uint64_t> set_on{0};  // one bit per device, per kernel instantiation
+  int device = 0;
+  cudaGetDevice(&device);
+  uint64_t const bit = device < 64 ? uint64_t(1) << device : 0;
+  if (bit != 0 && (set_on.load(std::memory_order_relaxed) & bit) != 0) { return; }
+  if (cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes) == cudaSuccess) {
+    set_on.fetch_or(bit, std::memory_order_relaxed);
+  }
+}
+
 template <auto kKernel, int kSmemBytes>
 void allow_dynamic_smem() {
-  if constexpr (kSmemBytes >= 48 * 1024) {
-    static std::atomic<uint64_t> set_on{0};  // one bit per device, per kernel instantiation
-    int device = 0;
-    cudaGetDevice(&device);
-    uint64_t const bit = device < 64 ? uint64_t(1) << device : 0;
-    if (bit != 0 && (set_on.load(std::memory_order_relaxed) & bit) != 0) { return; }
-    if (cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) == cudaSuccess) {
-      set_on.fetch_or(bit, std::memory_order_relaxed);
-    }
-  }
+  allow_dynamic_smem<kKernel>(kSmemBytes);
 }
 
 }  // namespace flashcute

@@ -70,7 +70,8 @@ struct DecodeParams : FwdParams {
   // read once for the group), row R of a (batch, K/V head) being query R / pack_group of head R % pack_group of the
   // group; 1 for MHA.
   int pack_group;
-  int num_splits;  // >= 1; set by the kernel's plan() where the caller passes 0
+  int num_splits;   // >= 1; set by the kernel's plan() where the caller passes 0
+  int smem_per_sm;  // shared memory of one SM of the device, bytes (sm80/decode_launch.h split_kv_smem_bytes)
   // Per split, the (batch, heads_q / pack_group) rows of seqlen_q * pack_group each, in the kernel's row order (null
   // with one split):
   float* __restrict__ o_accum_ptr;    // (num_splits, rows, the kernel's kHeadDim)

@@ -68,19 +68,17 @@ __global__ void append_kv_kernel(__grid_constant__ DecodeParams const params) {
            cache_row_offset(params, b, key, params.v_batch_stride, params.v_row_stride), params.v_head_stride);
 }
 
-// Decode CTAs resident per SM, which the split count plans for: the tiles' registers allow two (asked for more, the
-// 64-row tile spills: hdim 64 at 3 per SM, 80-116 B), and each launches with at least kDecodeMinSmemBytes of
-// shared memory, so that no more than two fit either: Hopper's 228 KiB per SM would hold three key-split hdim 64
-// CTAs (66 KiB), whose grids' last waves then run part-empty (benchmarks/notes.md#d-decode-key-split).
-constexpr int kDecodeCtasPerSm = 2;
-constexpr int kDecodeMinSmemBytes = 77 * 1024;  // three (and their 1 KiB reserves) overfill 228 KiB, two fit 164
+// Decode CTAs resident per SM, which the split count plans for: one. Each launches with more than half of the SM's
+// shared memory (decode_launch.h), so that no second one fits: on Hopper one split-KV CTA per SM reads the cache
+// faster than two, for every tile (benchmarks/notes.md#d-decode-one-cta-per-sm).
+constexpr int kDecodeCtasPerSm = 1;
 
-// Two stages of K and V (mainloop.h KVPipeline) where kDecodeCtasPerSm CTAs with them fit an A100's 164 KiB of
-// shared memory per SM (hdim 64); else one K and one V buffer, with K(n-1) issued early.
+// Two stages of K and V (mainloop.h KVPipeline) where they take at most 80 KiB (hdim 64's 64-row tile); else one K
+// and one V buffer, with K(n-1) issued early: the larger tiles ran slower with two stages.
 template <class Traits>
 constexpr KVPipeline decode_pipeline() {
   int const two_stage_bytes = Traits::kSmemBytes + 2 * Traits::kSmemKVElems * int(sizeof(typename Traits::Element));
-  return kDecodeCtasPerSm * two_stage_bytes <= 160 * 1024 ? KVPipeline::kTwoStages : KVPipeline::kOneBufferKEarly;
+  return two_stage_bytes <= 80 * 1024 ? KVPipeline::kTwoStages : KVPipeline::kOneBufferKEarly;
 }
 
 template <class Traits, bool kCausal>

@@ -42,16 +42,21 @@ inline int choose_num_splits(int64_t ctas, int n_blocks, int num_sms, int ctas_p
   return 1;
 }
 
-// One split-KV kernel: its tile (Traits), mask and cache layout, and the shared memory it launches with: what it
-// uses, and at least kDecodeMinSmemBytes (decode_kernel.h), so that an SM holds no more than the split count plans.
+// One split-KV kernel: its tile (Traits), mask and cache layout, and the shared memory it uses.
 template <class Traits_, bool kCausal, bool kPaged>
 struct SplitKVKernel {
   using Traits = Traits_;
   static constexpr auto kernel = &split_kv_kernel<Traits, kCausal, kPaged>;
-  static constexpr int kSmemBytes =
-      std::max(kDecodeMinSmemBytes, DecodeMainloop<Traits, kCausal>::kSmemBytes +
-                                        (kPaged ? PagedKV<Traits::kBlockN, Traits::kNThreads>::kSmemBytes : 0));
+  static constexpr int kSmemBytes = DecodeMainloop<Traits, kCausal>::kSmemBytes +
+                                    (kPaged ? PagedKV<Traits::kBlockN, Traits::kNThreads>::kSmemBytes : 0);
 };
+
+// The shared memory a split-KV CTA launches with: what it uses, and more than half of the SM's, so that an SM holds
+// no more than the kDecodeCtasPerSm = 1 the split count plans for (half an SM is below the per-CTA limit of every
+// sm_80+ device).
+inline int split_kv_smem_bytes(DecodeParams const& params, int kernel_smem_bytes) {
+  return std::max(kernel_smem_bytes, params.smem_per_sm / 2 + 128);
+}
 
 // fn(SplitKVKernel<Traits, causal, paged>{}) for params' mask and cache layout.
 template <class Traits, bool kCausal, class Fn>
@@ -67,10 +72,11 @@ void with_split_kv_kernel(DecodeParams const& params, Fn&& fn) {
 template <class SplitKV>
 void launch_split_kv(DecodeParams const& params, cudaStream_t stream) {
   using Traits = typename SplitKV::Traits;
-  allow_dynamic_smem<SplitKV::kernel, SplitKV::kSmemBytes>();
+  int const smem_bytes = split_kv_smem_bytes(params, SplitKV::kSmemBytes);
+  allow_dynamic_smem<SplitKV::kernel>(smem_bytes);
   int const m_blocks = (params.seqlen_q * params.pack_group + Traits::kBlockM - 1) / Traits::kBlockM;
   dim3 const grid(m_blocks * params.num_splits, params.heads_q / params.pack_group, params.batch);
-  SplitKV::kernel<<<grid, Traits::kNThreads, SplitKV::kSmemBytes, stream>>>(params);
+  SplitKV::kernel<<<grid, Traits::kNThreads, smem_bytes, stream>>>(params);
 }
 
 // The registry's entry (common/registry.h) for one (dtype, head dim).
