@@ -68,10 +68,11 @@ __global__ void append_kv_kernel(__grid_constant__ DecodeParams const params) {
            cache_row_offset(params, b, key, params.v_batch_stride, params.v_row_stride), params.v_head_stride);
 }
 
-// Decode CTAs resident per SM, which the split count plans for: one. Each launches with more than half of the SM's
-// shared memory (decode_launch.h), so that no second one fits: on Hopper one split-KV CTA per SM reads the cache
-// faster than two, for every tile (benchmarks/notes.md#d-decode-one-cta-per-sm).
-constexpr int kDecodeCtasPerSm = 1;
+// Split-KV CTAs resident per SM, which the split count plans for: one over a contiguous cache, two over a paged one.
+// Each launches with enough shared memory that no more fit (decode_launch.h split_kv_smem_bytes). On Hopper one CTA
+// per SM reads a contiguous cache faster than two, for every tile; a paged cache's loads wait on the block table
+// first, and a second CTA hides that (benchmarks/notes.md#d-decode-one-cta-per-sm).
+constexpr int decode_ctas_per_sm(bool paged) { return paged ? 2 : 1; }
 
 // Two stages of K and V (mainloop.h KVPipeline) where they take at most 80 KiB (hdim 64's 64-row tile); else one K
 // and one V buffer, with K(n-1) issued early: the larger tiles ran slower with two stages.
@@ -120,7 +121,7 @@ struct PartialRows {
 
 // Grid (Q blocks x num_splits, heads_q / pack_group, batch).
 template <class Traits, bool kCausal, bool kPaged>
-__global__ void __launch_bounds__(Traits::kNThreads, kDecodeCtasPerSm)
+__global__ void __launch_bounds__(Traits::kNThreads, decode_ctas_per_sm(kPaged))
     split_kv_kernel(__grid_constant__ DecodeParams const params) {
   using Element = typename Traits::Element;
   using TileShape_MNK = typename Traits::TileShape_MNK;

@@ -42,20 +42,22 @@ inline int choose_num_splits(int64_t ctas, int n_blocks, int num_sms, int ctas_p
   return 1;
 }
 
-// One split-KV kernel: its tile (Traits), mask and cache layout, and the shared memory it uses.
+// One split-KV kernel: its tile (Traits), mask and cache layout, the shared memory it uses, and how many of it an
+// SM holds (decode_kernel.h decode_ctas_per_sm).
 template <class Traits_, bool kCausal, bool kPaged>
 struct SplitKVKernel {
   using Traits = Traits_;
   static constexpr auto kernel = &split_kv_kernel<Traits, kCausal, kPaged>;
   static constexpr int kSmemBytes = DecodeMainloop<Traits, kCausal>::kSmemBytes +
                                     (kPaged ? PagedKV<Traits::kBlockN, Traits::kNThreads>::kSmemBytes : 0);
+  static constexpr int kCtasPerSm = decode_ctas_per_sm(kPaged);
 };
 
-// The shared memory a split-KV CTA launches with: what it uses, and more than half of the SM's, so that an SM holds
-// no more than the kDecodeCtasPerSm = 1 the split count plans for (half an SM is below the per-CTA limit of every
-// sm_80+ device).
-inline int split_kv_smem_bytes(DecodeParams const& params, int kernel_smem_bytes) {
-  return std::max(kernel_smem_bytes, params.smem_per_sm / 2 + 128);
+// The shared memory a split-KV CTA launches with: what it uses, and more than 1 / (ctas_per_sm + 1) of the SM's, so
+// that an SM holds no more CTAs than the split count plans for (half an SM is below the per-CTA limit of every sm_80+
+// device).
+inline int split_kv_smem_bytes(DecodeParams const& params, int kernel_smem_bytes, int ctas_per_sm) {
+  return std::max(kernel_smem_bytes, params.smem_per_sm / (ctas_per_sm + 1) + 128);
 }
 
 // fn(SplitKVKernel<Traits, causal, paged>{}) for params' mask and cache layout.
@@ -72,7 +74,7 @@ void with_split_kv_kernel(DecodeParams const& params, Fn&& fn) {
 template <class SplitKV>
 void launch_split_kv(DecodeParams const& params, cudaStream_t stream) {
   using Traits = typename SplitKV::Traits;
-  int const smem_bytes = split_kv_smem_bytes(params, SplitKV::kSmemBytes);
+  int const smem_bytes = split_kv_smem_bytes(params, SplitKV::kSmemBytes, SplitKV::kCtasPerSm);
   allow_dynamic_smem<SplitKV::kernel>(smem_bytes);
   int const m_blocks = (params.seqlen_q * params.pack_group + Traits::kBlockM - 1) / Traits::kBlockM;
   dim3 const grid(m_blocks * params.num_splits, params.heads_q / params.pack_group, params.batch);
@@ -98,11 +100,12 @@ struct DecodeKernel {
   static void plan(DecodeParams& params) {
     if (params.num_splits > 0) { return; }
     with_kernel(params, [&](auto split_kv) {
-      using Tile = typename decltype(split_kv)::Traits;
+      using SplitKV = decltype(split_kv);
+      using Tile = typename SplitKV::Traits;
       int64_t const m_blocks = (rows(params) + Tile::kBlockM - 1) / Tile::kBlockM;
       int const n_blocks = (params.seqlen_k + Tile::kBlockN - 1) / Tile::kBlockN;
       int64_t const ctas = m_blocks * (params.heads_q / params.pack_group) * params.batch;
-      params.num_splits = choose_num_splits(ctas, n_blocks, params.num_sms, kDecodeCtasPerSm);
+      params.num_splits = choose_num_splits(ctas, n_blocks, params.num_sms, SplitKV::kCtasPerSm);
     });
   }
 
