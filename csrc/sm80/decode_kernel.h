@@ -219,8 +219,8 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_kernel(__grid_cons
   int const b = row / (int64_t(params.seqlen_q) * params.heads_q);
   // Its row in the split kernel's order: row i * group + h % group of (batch b, grid head h / group).
   int const group = params.pack_group;
-  int const group_row = i * group + h % group;
-  int64_t const accum_row = (int64_t(b) * (params.heads_q / group) + h / group) * (params.seqlen_q * group) + group_row;
+  int64_t const accum_row = (int64_t(b) * (params.heads_q / group) + h / group) * (params.seqlen_q * group) +
+                            i * group + h % group;
 
   // (num_splits) LSEs and (num_splits, kHeadDim) partial O of this row.
   Tensor gLSEaccum = make_tensor(make_gmem_ptr(params.lse_accum_ptr + accum_row), make_shape(params.num_splits),
@@ -254,10 +254,15 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_kernel(__grid_cons
       }
     }
   }
-  FinalRows<Element> const final_rows{params, b, h / group * group, 0};
+  Tensor gO = make_tensor(make_gmem_ptr(static_cast<Element*>(params.o_ptr) + b * params.o_batch_stride +
+                                         i * params.o_row_stride + h * params.o_head_stride),
+                          make_shape(params.head_dim));
   CUTE_UNROLL
-  for (int c = 0; c < kColsPerLane; ++c) { final_rows.o(group_row, lane + 32 * c, acc[c]); }
-  if (lane == 0) { final_rows.lse(group_row, lse); }
+  for (int c = 0; c < kColsPerLane; ++c) {
+    int const col = lane + 32 * c;
+    if (col < params.head_dim) { gO(col) = Element(acc[c]); }
+  }
+  if (lane == 0) { params.lse_ptr[row] = lse; }  // (batch, heads_q, seqlen_q), the row order above
 }
 
 }  // namespace flashcute::sm80

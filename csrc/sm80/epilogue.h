@@ -73,7 +73,7 @@ struct Epilogue {
   __device__ static void store(TensorAcc const& acc_o, TensorLse const& lse, TensorGO& gO, TensorGLse& gLSE,
                                TensorSO& sO, int row_end, int head_dim, int tidx) {
     typename Traits::TiledMma tiled_mma;
-    store_lse(lse, row_end, tidx, [&](int row, float value) { gLSE(row) = value; });
+    store_lse(lse, gLSE, row_end, tidx);
     // sO aliases sQ, whose last reader (the final S gemm) every warp has passed.
     store_through_smem<typename Traits::SmemCopyAtomO, typename Traits::GmemTiledCopyO>(tiled_mma, acc_o, sO, gO,
                                                                                          row_end, head_dim, tidx);
@@ -92,12 +92,20 @@ struct Epilogue {
     auto thr_mma = tiled_mma.get_thread_slice(tidx % Traits::kMmaThreads);
     Tensor tOcO = thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{}));
     CUTE_STATIC_ASSERT_V(size(tOcO) == size(acc_o));
+    Tensor tOcO_rowcol = make_rowcol(tOcO);
+    bool const lse_owner = get<1>(tOcO_rowcol(0, 0)) == 0;  // the quad's first thread holds the row's LSE
     if constexpr (kSlices == 1) {
       CUTE_UNROLL
       for (int i = 0; i < size(acc_o); ++i) {
         if (get<0>(tOcO(i)) < row_end) { rows.o(get<0>(tOcO(i)), get<1>(tOcO(i)), acc_o(i)); }
       }
-      store_lse(lse, row_end, tidx, [&](int row, float value) { rows.lse(row, value); });
+      if (lse_owner) {
+        CUTE_UNROLL
+        for (int mi = 0; mi < size(lse); ++mi) {
+          int const row = get<0>(tOcO_rowcol(mi, 0));
+          if (row < row_end) { rows.lse(row, lse(mi)); }
+        }
+      }
     } else {
       // (slice, row) LSEs, then (slice, row, col) weighted partial O; rows padded by 4 floats so that a warp's
       // 8 accumulator rows fall in different banks.
@@ -122,9 +130,11 @@ struct Epilogue {
       };
 
       __syncthreads();  // every warp is past its last gemm: the mainloop's buffers are free
-      store_lse(lse, kBlockM, tidx % Traits::kMmaThreads, [&](int row, float value) { sLSE(slice, row) = value; });
+      if (lse_owner) {
+        CUTE_UNROLL
+        for (int mi = 0; mi < size(lse); ++mi) { sLSE(slice, get<0>(tOcO_rowcol(mi, 0))) = lse(mi); }
+      }
       __syncthreads();
-      Tensor tOcO_rowcol = make_rowcol(tOcO);
       Tensor acc_o_rowcol = make_rowcol(acc_o);
       CUTE_UNROLL
       for (int mi = 0; mi < size(lse); ++mi) {
@@ -150,18 +160,17 @@ struct Epilogue {
     }
   }
 
-  // The LSE of each accumulator row below row_end, through write(row, value): the quad's first thread (column 0 of
-  // the row) owns its value. mma_tidx: the thread's index in the tiled MMA.
-  template <class TensorLse, class Write>
-  __device__ static void store_lse(TensorLse const& lse, int row_end, int mma_tidx, Write const& write) {
+  // The LSE of each accumulator row below row_end: the quad's first thread (column 0 of the row) owns its value.
+  template <class TensorLse, class TensorGLse>
+  __device__ static void store_lse(TensorLse const& lse, TensorGLse& gLSE, int row_end, int tidx) {
     typename Traits::TiledMma tiled_mma;
-    auto thr_mma = tiled_mma.get_thread_slice(mma_tidx);
+    auto thr_mma = tiled_mma.get_thread_slice(tidx);
     Tensor taccOcO = make_rowcol(thr_mma.partition_C(make_identity_tensor(Shape<Int<kBlockM>, Int<kHeadDim>>{})));
     if (get<1>(taccOcO(0, 0)) == 0) {
       CUTE_UNROLL
       for (int mi = 0; mi < size(lse); ++mi) {
         int const row = get<0>(taccOcO(mi, 0));
-        if (row < row_end) { write(row, lse(mi)); }
+        if (row < row_end) { gLSE(row) = lse(mi); }
       }
     }
   }
