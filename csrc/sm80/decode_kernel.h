@@ -70,8 +70,8 @@ __global__ void append_kv_kernel(__grid_constant__ DecodeParams const params) {
 
 // Split-KV CTAs resident per SM, which the split count plans for: one over a contiguous cache, two over a paged one.
 // Each launches with enough shared memory that no more fit (decode_launch.h split_kv_smem_bytes). On Hopper one CTA
-// per SM reads a contiguous cache faster than two, for every tile; a paged cache's loads wait on the block table
-// first, and a second CTA hides that (benchmarks/notes.md#d-decode-one-cta-per-sm).
+// per SM reads a contiguous cache faster than two, and a paged one slower
+// (benchmarks/notes.md#d-decode-one-cta-per-sm).
 constexpr int decode_ctas_per_sm(bool paged) { return paged ? 2 : 1; }
 
 // Two stages of K and V (mainloop.h KVPipeline) where they take at most 80 KiB (hdim 64's 64-row tile); else one K
