@@ -495,6 +495,7 @@ std::tuple<at::Tensor, at::Tensor> run_decode(char const* op, QKVShape const& s,
   // The query heads of a K/V head (1 also where there are none: an append without queries).
   params.pack_group = int(std::max<int64_t>(s.heads_q / s.heads_kv, 1));
   params.smem_per_sm = device.smem_per_sm;
+  params.arch = device.major * 10 + device.minor;
 
   at::Tensor seqlens_k_new;
   if (cache != nullptr) {

@@ -2,9 +2,9 @@
 // (Q block, head, batch) would leave most SMs idle. Three stages, each its own kernel:
 //   append_kv_kernel  new K/V rows into the cache, in place (when the call brings some)
 //   split_kv_kernel   CTA (Q block, split, head, batch) runs the forward mainloop over its share of the K/V blocks
-//                     (contiguous or paged) and writes a partial O and LSE in float32, or with one split the final
-//                     O and LSE; where a (batch, K/V head) has few rows (kernel_traits.h DecodeTraits::KeySplit), its
-//                     warps split each block's keys
+//                     (contiguous, or paged: by cp.async, or by TMA on Hopper) and writes a partial O and LSE in
+//                     float32, or with one split the final O and LSE; where a (batch, K/V head) has few rows
+//                     (kernel_traits.h DecodeTraits::KeySplit), its warps split each block's keys
 //   combine_kernel    O = sum over splits of exp(LSE_split - LSE) * O_split, LSE = log sum exp(LSE_split), where
 //                     there are several
 #pragma once
@@ -19,6 +19,7 @@
 #include "sm80/gmem.h"
 #include "sm80/kernel_traits.h"
 #include "sm80/mainloop.h"
+#include "sm80/paged_tma.h"
 
 namespace flashcute::sm80 {
 
@@ -68,11 +69,20 @@ __global__ void append_kv_kernel(__grid_constant__ DecodeParams const params) {
            cache_row_offset(params, b, key, params.v_batch_stride, params.v_row_stride), params.v_head_stride);
 }
 
-// Split-KV CTAs resident per SM, which the split count plans for: one over a contiguous cache, two over a paged one.
+// How a split-KV kernel reads K/V: a contiguous cache; a paged one by cp.async (PagedKV); a paged one by TMA
+// (PagedTmaKV: Hopper, page sizes that are multiples of kPagedTmaRows).
+enum class KVLayout { kContiguous, kPaged, kPagedTma };
+
+// Split-KV CTAs resident per SM, which the split count plans for: two over a paged cache read by cp.async, else one.
 // Each launches with enough shared memory that no more fit (decode_launch.h split_kv_smem_bytes). On Hopper one CTA
-// per SM reads a contiguous cache faster than two, and a paged one slower
+// per SM reads a contiguous cache faster than two, and a paged one by cp.async slower
 // (benchmarks/notes.md#d-decode-one-cta-per-sm).
-constexpr int decode_ctas_per_sm(bool paged) { return paged ? 2 : 1; }
+constexpr int decode_ctas_per_sm(KVLayout layout) { return layout == KVLayout::kPaged ? 2 : 1; }
+
+// What a split-KV kernel takes beside its params: the paged cache's tensor maps where it reads them by TMA.
+struct NoKVArgs {};
+template <class Traits, KVLayout kLayout>
+using SplitKVArgs = cute::conditional_t<kLayout == KVLayout::kPagedTma, PagedTmaCopies<Traits>, NoKVArgs>;
 
 // Two stages of K and V (mainloop.h KVPipeline) where they take at most 80 KiB (hdim 64's 64-row tile); else one K
 // and one V buffer, with K(n-1) issued early: the larger tiles ran slower with two stages.
@@ -120,16 +130,18 @@ struct PartialRows {
 };
 
 // Grid (Q blocks x num_splits, heads_q / pack_group, batch).
-template <class Traits, bool kCausal, bool kPaged>
-__global__ void __launch_bounds__(Traits::kNThreads, decode_ctas_per_sm(kPaged))
-    split_kv_kernel(__grid_constant__ DecodeParams const params) {
+template <class Traits, bool kCausal, KVLayout kLayout>
+__global__ void __launch_bounds__(Traits::kNThreads, decode_ctas_per_sm(kLayout))
+    split_kv_kernel(__grid_constant__ DecodeParams const params,
+                    __grid_constant__ SplitKVArgs<Traits, kLayout> const kv_args) {
   using Element = typename Traits::Element;
   using TileShape_MNK = typename Traits::TileShape_MNK;
   using Mainloop = DecodeMainloop<Traits, kCausal>;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kHeadDim = Traits::kHeadDim;
 
-  extern __shared__ __align__(128) char smem[];  // Mainloop::kSmemBytes, then PagedKV's row offsets when paged
+  // Mainloop::kSmemBytes, then PagedKV's row offsets when paged (and PagedTmaKV's barriers with TMA).
+  extern __shared__ __align__(128) char smem[];
 
   int const group = params.pack_group;
   int const rows = params.seqlen_q * group;  // of a (batch, K/V head) with grouping, else of a (batch, query head)
@@ -175,7 +187,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, decode_ctas_per_sm(kPaged))
   Tensor acc_o = partition_fragment_C(typename Traits::TiledMma{}, select<0, 2>(TileShape_MNK{}));  // (MMA, M, D)
   clear(acc_o);
   typename Mainloop::Softmax softmax;
-  if constexpr (kPaged) {
+  if constexpr (kLayout != KVLayout::kContiguous) {
     // The head's rows from page 0 on, as if contiguous: PagedKV moves each row to its page.
     Tensor mKh = head_rows(static_cast<Element const*>(params.k_ptr), bidh_kv * params.k_head_stride, seq.seqlen_k(),
                            params.head_dim, params.k_row_stride);
@@ -187,7 +199,13 @@ __global__ void __launch_bounds__(Traits::kNThreads, decode_ctas_per_sm(kPaged))
                                                    params.page_size, params.num_pages, params.k_batch_stride,
                                                    params.k_row_stride, params.v_batch_stride, params.v_row_stride,
                                                    reinterpret_cast<int64_t*>(smem + Mainloop::kSmemBytes), tidx};
-    Mainloop::mma(gQ, q, gK, gV, kv, sQ, sK, sV, acc_o, softmax, params, seq, m_block, range, tidx);
+    if constexpr (kLayout == KVLayout::kPagedTma) {
+      PagedTmaKV<Traits, Mainloop::kKVStages> tma_kv{kv, kv_args, raw_pointer_cast(sK.data()),
+                                                     raw_pointer_cast(sV.data()), Mainloop::kKVStageElems, bidh_kv};
+      Mainloop::mma(gQ, q, gK, gV, tma_kv, sQ, sK, sV, acc_o, softmax, params, seq, m_block, range, tidx);
+    } else {
+      Mainloop::mma(gQ, q, gK, gV, kv, sQ, sK, sV, acc_o, softmax, params, seq, m_block, range, tidx);
+    }
   } else {
     Tensor gK = local_tile(mK, select<1, 2>(TileShape_MNK{}), make_coord(_, 0));  // (BLK_N, D, n)
     Tensor gV = local_tile(mV, select<1, 2>(TileShape_MNK{}), make_coord(_, 0));  // (BLK_N, D, n)

@@ -44,14 +44,37 @@ inline int choose_num_splits(int64_t ctas, int n_blocks, int num_sms, int ctas_p
 
 // One split-KV kernel: its tile (Traits), mask and cache layout, the shared memory it uses, and how many of it an
 // SM holds (decode_kernel.h decode_ctas_per_sm).
-template <class Traits_, bool kCausal, bool kPaged>
+template <class Traits_, bool kCausal, KVLayout kLayout>
 struct SplitKVKernel {
   using Traits = Traits_;
-  static constexpr auto kernel = &split_kv_kernel<Traits, kCausal, kPaged>;
-  static constexpr int kSmemBytes = DecodeMainloop<Traits, kCausal>::kSmemBytes +
-                                    (kPaged ? PagedKV<Traits::kBlockN, Traits::kNThreads>::kSmemBytes : 0);
-  static constexpr int kCtasPerSm = decode_ctas_per_sm(kPaged);
+  using Mainloop = DecodeMainloop<Traits, kCausal>;
+  static constexpr auto kernel = &split_kv_kernel<Traits, kCausal, kLayout>;
+  static constexpr int kSmemBytes =
+      Mainloop::kSmemBytes +
+      (kLayout == KVLayout::kPagedTma ? PagedTmaKV<Traits, Mainloop::kKVStages>::kSmemBytes
+       : kLayout == KVLayout::kPaged  ? PagedKV<Traits::kBlockN, Traits::kNThreads>::kSmemBytes
+                                      : 0);
+  static constexpr int kCtasPerSm = decode_ctas_per_sm(kLayout);
+
+  static SplitKVArgs<Traits, kLayout> args(DecodeParams const& params) {
+    if constexpr (kLayout == KVLayout::kPagedTma) {
+      return PagedTmaCopies<Traits>::make(params);
+    } else {
+      return {};
+    }
+  }
 };
+
+// Whether this build's code of the TMA kernel for the device holds its TMA (compiled for sm_90 or later; code for an
+// older target, run through its PTX, would not), asked once per kernel.
+template <class SplitKV>
+bool binary_has_tma() {
+  static bool const has = [] {
+    cudaFuncAttributes attributes{};
+    return cudaFuncGetAttributes(&attributes, SplitKV::kernel) == cudaSuccess && attributes.binaryVersion >= 90;
+  }();
+  return has;
+}
 
 // The shared memory a split-KV CTA launches with: what it uses, and more than 1 / (ctas_per_sm + 1) of the SM's, so
 // that an SM holds no more CTAs than the split count plans for (half an SM is below the per-CTA limit of every sm_80+
@@ -60,11 +83,17 @@ inline int split_kv_smem_bytes(DecodeParams const& params, int kernel_smem_bytes
   return std::max(kernel_smem_bytes, params.smem_per_sm / (ctas_per_sm + 1) + 128);
 }
 
-// fn(SplitKVKernel<Traits, causal, paged>{}) for params' mask and cache layout.
+// fn(SplitKVKernel<Traits, causal, layout>{}) for params' mask and cache layout.
 template <class Traits, bool kCausal, class Fn>
 void with_split_kv_kernel(DecodeParams const& params, Fn&& fn) {
-  params.block_table != nullptr ? fn(SplitKVKernel<Traits, kCausal, true>{})
-                                : fn(SplitKVKernel<Traits, kCausal, false>{});
+  using PagedTma = SplitKVKernel<Traits, kCausal, KVLayout::kPagedTma>;
+  if (params.block_table == nullptr) {
+    fn(SplitKVKernel<Traits, kCausal, KVLayout::kContiguous>{});
+  } else if (PagedTmaCopies<Traits>::can_run(params) && binary_has_tma<PagedTma>()) {
+    fn(PagedTma{});
+  } else {
+    fn(SplitKVKernel<Traits, kCausal, KVLayout::kPaged>{});
+  }
 }
 template <class Traits, class Fn>
 void with_split_kv_kernel(DecodeParams const& params, Fn&& fn) {
@@ -78,7 +107,7 @@ void launch_split_kv(DecodeParams const& params, cudaStream_t stream) {
   allow_dynamic_smem<SplitKV::kernel>(smem_bytes);
   int const m_blocks = (params.seqlen_q * params.pack_group + Traits::kBlockM - 1) / Traits::kBlockM;
   dim3 const grid(m_blocks * params.num_splits, params.heads_q / params.pack_group, params.batch);
-  SplitKV::kernel<<<grid, Traits::kNThreads, smem_bytes, stream>>>(params);
+  SplitKV::kernel<<<grid, Traits::kNThreads, smem_bytes, stream>>>(params, SplitKV::args(params));
 }
 
 // The registry's entry (common/registry.h) for one (dtype, head dim).

@@ -86,6 +86,8 @@ struct ContiguousKV {
   __device__ void prefetch_first(int /*n_block*/, int /*row_end*/) {}
   __device__ void fetch(int /*n_block*/) {}
   __device__ void publish(int /*n_block*/) {}
+  template <KVOperand>
+  __device__ void wait(int /*n_block*/) {}  // cp.async only: the mainloop's cp_async_wait covers it
 
   template <KVOperand, bool kCheckRows, class TiledCopy, class TensorG, class TensorS, class TensorC>
   __device__ void load(TiledCopy const& tiled_copy, TensorG const& tXgX, int n_block, TensorS& tXsX,
@@ -146,6 +148,8 @@ struct PagedKV {
     publish(n_block);
     __syncthreads();
   }
+  template <KVOperand>
+  __device__ void wait(int /*n_block*/) {}  // cp.async only: the mainloop's cp_async_wait covers it
 
   template <KVOperand kOperand, bool kCheckRows, class TiledCopy, class TensorG, class TensorS, class TensorC>
   __device__ void load(TiledCopy const& tiled_copy, TensorG const& tXgX, int n_block, TensorS& tXsX,
