@@ -140,8 +140,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, decode_ctas_per_sm(kLayout)
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kHeadDim = Traits::kHeadDim;
 
-  // Mainloop::kSmemBytes, then PagedKV's row offsets when paged (and PagedTmaKV's barriers with TMA).
-  extern __shared__ __align__(128) char smem[];
+  // Mainloop::kSmemBytes, then PagedKV's row offsets when paged (and PagedTmaKV's barriers with TMA). 1 KiB aligned:
+  // TMA swizzles by address bits.
+  extern __shared__ __align__(1024) char smem[];
 
   int const group = params.pack_group;
   int const rows = params.seqlen_q * group;  // of a (batch, K/V head) with grouping, else of a (batch, query head)
