@@ -64,7 +64,11 @@ struct PagedTmaCopies {
                                      p.heads_kv, sizeof(Element))
           .empty();
     };
+    // Every box reaches a column below head_dim: a box wholly past it raised an illegal address on an H100 in the
+    // SM90 forward (sm90/requirements.h), where zeros were due; builds without the head dim's own kernel take
+    // cp.async.
     return p.arch >= 90 && p.block_table != nullptr && p.page_size % kPagedTmaRows == 0 &&
+           p.head_dim > Traits::kHeadDim - kBoxCols &&
            addressable(p.k_ptr, p.k_batch_stride, p.k_row_stride, p.k_head_stride) &&
            addressable(p.v_ptr, p.v_batch_stride, p.v_row_stride, p.v_head_stride);
   }
