@@ -86,7 +86,7 @@ struct ContiguousKV {
   __device__ void prefetch_first(int /*n_block*/, int /*row_end*/) {}
   __device__ void fetch(int /*n_block*/) {}
   __device__ void publish(int /*n_block*/) {}
-  template <KVOperand>
+  template <KVOperand, bool kFirst>
   __device__ void wait(int /*n_block*/) {}  // cp.async only: the mainloop's cp_async_wait covers it
 
   template <KVOperand, bool kCheckRows, class TiledCopy, class TensorG, class TensorS, class TensorC>
@@ -148,7 +148,7 @@ struct PagedKV {
     publish(n_block);
     __syncthreads();
   }
-  template <KVOperand>
+  template <KVOperand, bool kFirst>
   __device__ void wait(int /*n_block*/) {}  // cp.async only: the mainloop's cp_async_wait covers it
 
   template <KVOperand kOperand, bool kCheckRows, class TiledCopy, class TensorG, class TensorS, class TensorC>

@@ -14,7 +14,8 @@
 // caller merges the slices' partial results. Where Q rows and K/V blocks live in global memory is the caller's
 // policy (gemm.h): a head's rows or grouped query heads; contiguous or paged K/V, whose page lookups for a block are
 // fetched a step before its copies are issued and published to shared memory in between; or paged K/V by TMA
-// (paged_tma.h), whose blocks after the first land on mbarriers that the policy's wait() waits for.
+// (paged_tma.h), whose blocks after the first land on mbarriers that the policy's wait() waits for (after the first, that its
+// cp.async writes are ordered before the TMA writes that reuse its buffers).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -181,12 +182,12 @@ struct Mainloop {
         } else {
           cp_async_wait<0>();
         }
-        if constexpr (!kFirst) { kv.template wait<KVOperand::K>(n_block); }
+        kv.template wait<KVOperand::K, kFirst>(n_block);
         __syncthreads();  // K(n) and V(n) landed
         if (has_after_next) { kv.fetch(n_block - 2); }
       } else {
         cp_async_wait<0>();
-        if constexpr (!kFirst) { kv.template wait<KVOperand::K>(n_block); }
+        kv.template wait<KVOperand::K, kFirst>(n_block);
         __syncthreads();  // K(n) landed; every warp is done with V(n+1)
         // Only the first (last visible) block can be ragged: the rows of every later block are all in range.
         kv.template load<KVOperand::V, kFirst>(gmem_tiled_copy_QKV, tVgV, n_block, tVsV, tKVcKV,
@@ -220,11 +221,11 @@ struct Mainloop {
           } else {
             cp_async_wait<0>();
           }
-          if constexpr (!kFirst) { kv.template wait<KVOperand::V>(n_block); }
+          kv.template wait<KVOperand::V, kFirst>(n_block);
           __syncthreads();  // V(n) landed
         } else {
           cp_async_wait<0>();
-          if constexpr (!kFirst) { kv.template wait<KVOperand::V>(n_block); }
+          kv.template wait<KVOperand::V, kFirst>(n_block);
           __syncthreads();  // V(n) landed; every warp is done with K(n)
           if (has_next) { load_next_k(); }
         }

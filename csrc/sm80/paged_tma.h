@@ -158,13 +158,19 @@ struct PagedTmaKV : PagedKV<Traits::kBlockN, Traits::kNThreads> {
     }
   }
 
-  // Block n's K (two stages: K and V) landed, for a block loaded by TMA (every block after the first).
-  template <KVOperand kOperand>
+  // After the mainloop's cp_async_wait for block n's K (two stages: K and V) or V. For a block loaded by TMA (every
+  // block after the first): it landed. For the first: this thread's cp.async writes to the buffers are ordered
+  // before the TMA writes that reuse them, across proxies (the mainloop's __syncthreads follows).
+  template <KVOperand kOperand, bool kFirst>
   __device__ void wait(int n_block) {
-    if (kStages == 2 && kOperand == KVOperand::V) { return; }
-    int const i = barrier_of(kOperand, n_block);
-    wait_barrier(barriers[i], (phases >> i) & 1);
-    phases ^= 1u << i;
+    if constexpr (kFirst) {
+      cutlass::arch::fence_view_async_shared();
+    } else {
+      if (kStages == 2 && kOperand == KVOperand::V) { return; }
+      int const i = barrier_of(kOperand, n_block);
+      wait_barrier(barriers[i], (phases >> i) & 1);
+      phases ^= 1u << i;
+    }
   }
 };
 
