@@ -40,9 +40,9 @@ else:
 
 NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16", None: "-"}
 KV_HEADS = {"mha": (4, 4), "gqa": (8, 2), "mqa": (8, 1)}
-# None: a contiguous (batch, capacity, heads_kv, head_dim) cache. On Hopper, pages of a multiple of 16 rows arrive by
-# TMA (csrc/sm80/paged_tma.h) and 24-row pages by cp.async, as every page size does on Ampere.
-PAGE_SIZES = [None, 16, 64, 256, 24]
+# None: a contiguous (batch, capacity, heads_kv, head_dim) cache. On Hopper pages of a multiple of 64 rows arrive by
+# TMA (csrc/sm80/paged_tma.h) and 16-row pages by cp.async, as every page size does on Ampere.
+PAGE_SIZES = [None, 16, 64, 256]
 
 # (seqlen_q, seqlen_new, causal): decoding over the cache as it is, the usual step (append one token, attend),
 # speculative / chunked steps appending sq rows that are causal among themselves, sq > the rows a sequence has.

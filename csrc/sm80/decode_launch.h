@@ -43,7 +43,7 @@ inline int choose_num_splits(int64_t ctas, int n_blocks, int num_sms, int ctas_p
 }
 
 // One split-KV kernel: its tile (Traits), mask and cache layout, the shared memory it uses, and how many of it an
-// SM holds (decode_kernel.h decode_ctas_per_sm).
+// SM holds with a given split count (decode_kernel.h decode_ctas_per_sm).
 template <class Traits_, bool kCausal, KVLayout kLayout>
 struct SplitKVKernel {
   using Traits = Traits_;
@@ -54,7 +54,11 @@ struct SplitKVKernel {
       (kLayout == KVLayout::kPagedTma ? PagedTmaKV<Traits, Mainloop::kKVStages>::kSmemBytes
        : kLayout == KVLayout::kPaged  ? PagedKV<Traits::kBlockN, Traits::kNThreads>::kSmemBytes
                                       : 0);
-  static constexpr int kCtasPerSm = decode_ctas_per_sm(kLayout);
+  static int n_blocks(DecodeParams const& params) { return (params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN; }
+  static int ctas_per_sm(DecodeParams const& params, int num_splits) {
+    int64_t const blocks_per_split = (n_blocks(params) + num_splits - 1) / num_splits;
+    return decode_ctas_per_sm(kLayout, blocks_per_split * Traits::kBlockN);
+  }
 
   static SplitKVArgs<Traits, kLayout> args(DecodeParams const& params) {
     if constexpr (kLayout == KVLayout::kPagedTma) {
@@ -103,7 +107,8 @@ void with_split_kv_kernel(DecodeParams const& params, Fn&& fn) {
 template <class SplitKV>
 void launch_split_kv(DecodeParams const& params, cudaStream_t stream) {
   using Traits = typename SplitKV::Traits;
-  int const smem_bytes = split_kv_smem_bytes(params, SplitKV::kSmemBytes, SplitKV::kCtasPerSm);
+  int const smem_bytes =
+      split_kv_smem_bytes(params, SplitKV::kSmemBytes, SplitKV::ctas_per_sm(params, params.num_splits));
   allow_dynamic_smem<SplitKV::kernel>(smem_bytes);
   int const m_blocks = (params.seqlen_q * params.pack_group + Traits::kBlockM - 1) / Traits::kBlockM;
   dim3 const grid(m_blocks * params.num_splits, params.heads_q / params.pack_group, params.batch);
@@ -132,9 +137,15 @@ struct DecodeKernel {
       using SplitKV = decltype(split_kv);
       using Tile = typename SplitKV::Traits;
       int64_t const m_blocks = (rows(params) + Tile::kBlockM - 1) / Tile::kBlockM;
-      int const n_blocks = (params.seqlen_k + Tile::kBlockN - 1) / Tile::kBlockN;
+      int const n_blocks = SplitKV::n_blocks(params);
       int64_t const ctas = m_blocks * (params.heads_q / params.pack_group) * params.batch;
-      params.num_splits = choose_num_splits(ctas, n_blocks, params.num_sms, SplitKV::kCtasPerSm);
+      // The residency may depend on the split (by TMA: the keys each CTA streams); more CTAs per SM only split
+      // further, keeping it.
+      int const unsplit = SplitKV::ctas_per_sm(params, 1);
+      int splits = choose_num_splits(ctas, n_blocks, params.num_sms, unsplit);
+      int const resident = SplitKV::ctas_per_sm(params, splits);
+      if (resident != unsplit) { splits = choose_num_splits(ctas, n_blocks, params.num_sms, resident); }
+      params.num_splits = splits;
     });
   }
 

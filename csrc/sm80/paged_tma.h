@@ -23,7 +23,9 @@ namespace flashcute::sm80 {
 
 using namespace cute;
 
-constexpr int kPagedTmaRows = 16;
+// Rows of a box: 64 rows of a page in one copy. 16-row boxes, which would let 16-row pages take TMA too, read
+// slower (benchmarks/notes.md#d-decode-paged-tma).
+constexpr int kPagedTmaRows = 64;
 
 // The tensor maps of a paged cache: K and V pools seen as (page_size, head_dim, heads_kv, num_pages); a box is
 // (kPagedTmaRows, kBoxCols) of one head and page, columns past head_dim zero-filled.
