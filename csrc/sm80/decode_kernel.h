@@ -85,6 +85,7 @@ constexpr int decode_ctas_per_sm(KVLayout layout, int64_t keys_per_cta) {
          : layout == KVLayout::kPaged    ? 2
                                          : (keys_per_cta >= kLongShareKeys ? 1 : 2);
 }
+// The most an SM holds of a layout's kernel, for __launch_bounds__.
 constexpr int decode_max_ctas_per_sm(KVLayout layout) { return layout == KVLayout::kContiguous ? 1 : 2; }
 
 // What a split-KV kernel takes beside its params: the paged cache's tensor maps where it reads them by TMA.

@@ -54,6 +54,7 @@ struct SplitKVKernel {
       (kLayout == KVLayout::kPagedTma ? PagedTmaKV<Traits, Mainloop::kKVStages>::kSmemBytes
        : kLayout == KVLayout::kPaged  ? PagedKV<Traits::kBlockN, Traits::kNThreads>::kSmemBytes
                                       : 0);
+  // K/V blocks of the longest sequence; CTAs per SM with num_splits splits of them.
   static int n_blocks(DecodeParams const& params) { return (params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN; }
   static int ctas_per_sm(DecodeParams const& params, int num_splits) {
     int64_t const blocks_per_split = (n_blocks(params) + num_splits - 1) / num_splits;
