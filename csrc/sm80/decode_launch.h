@@ -54,7 +54,11 @@ struct SplitKVKernel {
       (kLayout == KVLayout::kPagedTma ? PagedTmaKV<Traits, Mainloop::kKVStages>::kSmemBytes
        : kLayout == KVLayout::kPaged  ? PagedKV<Traits::kBlockN, Traits::kNThreads>::kSmemBytes
                                       : 0);
-  // K/V blocks of the longest sequence; CTAs per SM with num_splits splits of them.
+  // Q blocks of a (batch, K/V head)'s rows (a step's queries times the GQA group it packs); K/V blocks of the longest
+  // sequence; CTAs per SM with num_splits splits of them.
+  static int m_blocks(DecodeParams const& params) {
+    return int((int64_t(params.seqlen_q) * params.pack_group + Traits::kBlockM - 1) / Traits::kBlockM);
+  }
   static int n_blocks(DecodeParams const& params) { return (params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN; }
   static int ctas_per_sm(DecodeParams const& params, int num_splits) {
     int64_t const blocks_per_split = (n_blocks(params) + num_splits - 1) / num_splits;
@@ -111,8 +115,7 @@ void launch_split_kv(DecodeParams const& params, cudaStream_t stream) {
   int const smem_bytes =
       split_kv_smem_bytes(params, SplitKV::kSmemBytes, SplitKV::ctas_per_sm(params, params.num_splits));
   allow_dynamic_smem<SplitKV::kernel>(smem_bytes);
-  int const m_blocks = (params.seqlen_q * params.pack_group + Traits::kBlockM - 1) / Traits::kBlockM;
-  dim3 const grid(m_blocks * params.num_splits, params.heads_q / params.pack_group, params.batch);
+  dim3 const grid(SplitKV::m_blocks(params) * params.num_splits, params.heads_q / params.pack_group, params.batch);
   SplitKV::kernel<<<grid, Traits::kNThreads, smem_bytes, stream>>>(params, SplitKV::args(params));
 }
 
@@ -136,10 +139,8 @@ struct DecodeKernel {
     if (params.num_splits > 0) { return; }
     with_kernel(params, [&](auto split_kv) {
       using SplitKV = decltype(split_kv);
-      using Tile = typename SplitKV::Traits;
-      int64_t const m_blocks = (rows(params) + Tile::kBlockM - 1) / Tile::kBlockM;
       int const n_blocks = SplitKV::n_blocks(params);
-      int64_t const ctas = m_blocks * (params.heads_q / params.pack_group) * params.batch;
+      int64_t const ctas = int64_t(SplitKV::m_blocks(params)) * (params.heads_q / params.pack_group) * params.batch;
       // The residency may depend on the split (by TMA: the keys each CTA streams); more CTAs per SM only split
       // further, keeping it.
       int const unsplit = SplitKV::ctas_per_sm(params, 1);
