@@ -10,10 +10,10 @@ all in one run on the same random tensors, in GB/s against the device's copy ban
 Heads: hq 32 with hkv 8 ("gqa") or 32 ("mha"). Shapes (b, sq, sk): sq 1 with (b, sk) = (1, 512k), (8, 128k),
 (64, 8k), (128, 2k); sq 4 and 16 with (16, 32k). Non-causal; every sequence uses the whole cache
 (cache_seqlens = sk). The paged cache holds the same keys in pages of --page-size rows, placed by a random
-permutation (fixed seed) through an int32 block table. Peers read (b, h, s, d) views of the (b, s, h, d)
-tensors (--peer-layout bhsd gives them contiguous copies), GQA through enable_gqa; a peer that refuses
-enable_gqa runs again on K/V expanded to hq heads once, outside the timing ("expanded kv" in the notes),
-and still counts the hkv-head cache bytes. GB/s = (K + V of the cache, b * sk * hkv * d * 2 * element size,
+permutation (fixed seed; --page-order sequential: in order) through an int32 block table. Peers read (b, h, s, d)
+views of the (b, s, h, d) tensors (--peer-layout bhsd gives them contiguous copies), GQA through enable_gqa; a
+peer that refuses enable_gqa runs again on K/V expanded to hq heads once, outside the timing ("expanded kv" in
+the notes), and still counts the hkv-head cache bytes. GB/s = (K + V of the cache, b * sk * hkv * d * 2 * element size,
 plus Q read and O written, b * sq * hq * d * element size each) / time; times are triton.testing.do_bench
 medians (_common.measure). "copy" is dst.copy_(src) of a --copy-gib GiB bf16 buffer, (read + write) / time.
 A shape whose tensors would not fit in free GPU memory with room to spare is skipped, the reason in its notes.
@@ -75,6 +75,9 @@ def parse_args():
     parser.add_argument("--shapes", default=None, type=parse_shapes,
                         help="only these b:sq:sk (comma-separated, 'k' = 1024), e.g. 1:1:512k,8:1:128k")
     parser.add_argument("--page-size", type=int, default=64, help="rows per page of the paged cache")
+    parser.add_argument("--page-order", choices=["random", "sequential"], default="random",
+                        help="pages of the paged cache in a random order (as a serving engine's pool holds them), or "
+                             "each sequence's pages one after another (the contiguous cache's memory order)")
     parser.add_argument("--peers", default="cudnn,flash", help="torch SDPA backends to run beside: cudnn, flash")
     parser.add_argument("--peer-layout", choices=["views", "bhsd"], default="views",
                         help="peers read (b, h, s, d) views of the cache (default) or contiguous copies")
@@ -231,7 +234,11 @@ def bench_shape(dtype, head_dim, heads, batch, seqlen_q, seqlen_k, args, kvcache
     if kvcache is not None:
         keep("flashcute", lambda: kvcache(q, k, v, seqlens))
         pages = batch * seqlen_k // page
-        perm = torch.randperm(pages, generator=torch.Generator().manual_seed(0)).to(device="cuda", dtype=torch.int32)
+        if args.page_order == "random":
+            perm = torch.randperm(pages, generator=torch.Generator().manual_seed(0))
+        else:
+            perm = torch.arange(pages)
+        perm = perm.to(device="cuda", dtype=torch.int32)
         block_table = perm.view(batch, seqlen_k // page)
         # Page block_table[i, j] holds rows j * page ... of sequence i.
         k_paged = torch.empty(pages, page, hkv, head_dim, device="cuda", dtype=dtype)
@@ -376,7 +383,7 @@ def main():
     device, commit = torch.cuda.get_device_name(), git_commit()
     _, total = torch.cuda.mem_get_info()
     print(f"{device} ({total / GIB:.0f} GiB), {versions(commit)}, peers {csv(args.peers)} ({args.peer_layout}), "
-          f"page size {args.page_size}")
+          f"page size {args.page_size}, {args.page_order} pages")
     for name, why in (("flash_attn_with_kvcache", args.kvcache_why), ("flash_attn_func", args.fwd_why)):
         if why:
             print(f"flashcute.{name} will not run: {why}")
@@ -417,6 +424,7 @@ def main():
     print()
     print("\n".join(bars))
     meta = {**run_meta(device, commit), "copy_gbps": copy_gbps, "copy_bytes": copy_bytes, "copy_gib": args.copy_gib, "page_size": args.page_size,
+            "page_order": args.page_order,
             "peers": csv(args.peers), "peer_layout": args.peer_layout, "quick": args.quick,
             "left_padded": args.left_padded,
             "heads": {name: HEADS[name] for name in csv(args.heads)}, "bars": bars,
@@ -424,7 +432,7 @@ def main():
     mode = ("left-padded batches (pad_i uniform in [0, sk / 2), the first none; GB/s counts the unpadded keys), "
             "cache_leftpad against the packed batch; " if args.left_padded else "")
     layouts = ("" if args.left_padded else
-               f"paged: page size {args.page_size}, pages in a random order; peers (torch SDPA) on "
+               f"paged: page size {args.page_size}, pages in a {args.page_order} order; peers (torch SDPA) on "
                f"{'(b, h, s, d) views' if args.peer_layout == 'views' else 'contiguous (b, h, s, d) copies'}, "
                f"enable_gqa (else expanded kv, see notes); ")
     text = (f"{versions(commit)}. {mode}GB/s = (K + V cache bytes + Q + O bytes) / time (do_bench median); non-causal, "

@@ -75,18 +75,16 @@ enum class KVLayout { kContiguous, kPaged, kPagedTma };
 
 // Split-KV CTAs resident per SM, which the split count plans for, by how K/V is read and how many keys each CTA
 // streams. Each launches with enough shared memory that no more fit (decode_launch.h split_kv_smem_bytes). On
-// Hopper one CTA per SM reads a contiguous cache faster than two, and a paged one by cp.async slower
-// (benchmarks/notes.md#d-decode-one-cta-per-sm); by TMA, one is faster where each CTA streams kLongShareKeys keys or
-// more and two where it streams fewer, a second CTA hiding each one's prologue and epilogue
-// (benchmarks/notes.md#d-decode-paged-tma).
+// Hopper, a CTA that streams kLongShareKeys keys or more reads a contiguous cache, or a paged one by TMA, fastest
+// alone on its SM; where it streams fewer, a second CTA hides each one's prologue and epilogue
+// (benchmarks/notes.md#d-decode-one-cta-per-sm, #d-decode-paged-tma, #d-decode-contiguous-short-two-per-sm). A paged
+// cache read by cp.async keeps two: its loads wait on the block table, which the second CTA hides.
 constexpr int64_t kLongShareKeys = 4096;
 constexpr int decode_ctas_per_sm(KVLayout layout, int64_t keys_per_cta) {
-  return layout == KVLayout::kContiguous ? 1
-         : layout == KVLayout::kPaged    ? 2
-                                         : (keys_per_cta >= kLongShareKeys ? 1 : 2);
+  return layout == KVLayout::kPaged || keys_per_cta < kLongShareKeys ? 2 : 1;
 }
-// The most an SM holds of a layout's kernel, for __launch_bounds__.
-constexpr int decode_max_ctas_per_sm(KVLayout layout) { return layout == KVLayout::kContiguous ? 1 : 2; }
+// The most an SM holds of a split-KV kernel, for __launch_bounds__.
+constexpr int kDecodeMaxCtasPerSm = 2;
 
 // What a split-KV kernel takes beside its params: the paged cache's tensor maps where it reads them by TMA.
 struct NoKVArgs {};
@@ -140,7 +138,7 @@ struct PartialRows {
 
 // Grid (Q blocks x num_splits, heads_q / pack_group, batch).
 template <class Traits, bool kCausal, KVLayout kLayout>
-__global__ void __launch_bounds__(Traits::kNThreads, decode_max_ctas_per_sm(kLayout))
+__global__ void __launch_bounds__(Traits::kNThreads, kDecodeMaxCtasPerSm)
     split_kv_kernel(__grid_constant__ DecodeParams const params,
                     __grid_constant__ SplitKVArgs<Traits, kLayout> const kv_args) {
   using Element = typename Traits::Element;

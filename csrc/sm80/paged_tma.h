@@ -97,6 +97,7 @@ struct PagedTmaKV : PagedKV<Traits::kBlockN, Traits::kNThreads> {
   uint64_t* barriers;  // two stages: one per stage (K and V together); one buffer: K, V
   uint32_t phases = 0;  // bit i: the phase barrier i waits for next
   int2 box;            // lane < kBoxes of warp 0: (row in page, page) of box `lane` of the block fetched last
+  int page_ahead;      // and the table's entry for its box of the block after that
 
   __device__ PagedTmaKV(Base const& base, Copies const& copies_, Element* sK0_, Element* sV0_, int stage_elems_,
                         int head_)
@@ -111,19 +112,35 @@ struct PagedTmaKV : PagedKV<Traits::kBlockN, Traits::kNThreads> {
     // prefetch_first's __syncthreads orders the initialisation before any use.
   }
 
+  // Lane < kBoxes: the table's entry for its box of block n (n >= 0, and n full: within the table's row).
+  __device__ int lookup(int n_block) const {
+    return this->block_table[(n_block * kBlockN + this->tidx * kPagedTmaRows) / this->page_size];
+  }
+  // The mainloop fetches blocks one after another, highest first (prefetch_first(n), then fetch(n - 1), fetch(n - 2),
+  // ...): block n's boxes come from the entries the call before looked up, and block n - 1's are looked up now, so
+  // each load of the table has a whole step to land before the copies that need it
+  // (benchmarks/notes.md#d-decode-paged-tma-lookahead).
   __device__ void fetch(int n_block) {
     if (this->tidx < kBoxes) {
       int const key = n_block * kBlockN + this->tidx * kPagedTmaRows;
-      box = make_int2(key % this->page_size,
-                      clamp_page(this->block_table[key / this->page_size], this->num_pages));
+      box = make_int2(key % this->page_size, clamp_page(page_ahead, this->num_pages));
+      if (n_block > 0) { page_ahead = lookup(n_block - 1); }
     }
   }
   __device__ void publish(int /*n_block*/) {}
   // Before the prologue's loads of block n: its row offsets for cp.async (the first block) and, for a full block
-  // (the second, with two stages), its boxes' pages; a ragged block's boxes would look past the table's row.
+  // (the second, with two stages), its boxes' pages; a ragged block's boxes would look past the table's row. Either
+  // way block n - 1's entries are looked up for the fetch that follows.
   __device__ void prefetch_first(int n_block, int row_end) {
     Base::prefetch_first(n_block, row_end);
-    if (row_end >= kBlockN) { fetch(n_block); }
+    if (this->tidx < kBoxes) {
+      if (row_end >= kBlockN) {
+        page_ahead = lookup(n_block);
+        fetch(n_block);
+      } else if (n_block > 0) {
+        page_ahead = lookup(n_block - 1);
+      }
+    }
   }
 
   __device__ int barrier_of(KVOperand operand, int n_block) const {
@@ -146,7 +163,7 @@ struct PagedTmaKV : PagedKV<Traits::kBlockN, Traits::kNThreads> {
         Tensor mX = tma.get_tma_tensor(copies.shape);  // (page_size, head_dim, heads_kv, num_pages) coordinates
         CUTE_UNROLL
         for (int j = 0; j < kColBlocks; ++j) {
-          // Box `tidx` of column block j: rows [16 tidx, 16 tidx + 16) of the K/V block, as the (kBlockN,
+          // Box `tidx` of column block j: rows [64 tidx, 64 tidx + 64) of the K/V block, as the (kBlockN,
           // kHeadDim) buffer's swizzle atoms place them (rows of 8-row atoms first, then column blocks).
           Tensor gBox = local_tile(mX(_, _, head, box.y), typename Copies::BoxShape{},
                                    make_coord(box.x / kPagedTmaRows, j));
