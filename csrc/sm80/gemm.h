@@ -108,7 +108,9 @@ __device__ inline int clamp_page(int page, int num_pages) {
 // table (each thread kBlockN / kNThreads rows) into registers before a gemm, publish(n) turns them into each row's
 // K and V offsets in shared memory after it (two buffers, block n in buffer n % 2), so the table's latency hides
 // under the gemm and a copy adds one offset per row. The mainloop's barriers order the writes before the copies
-// that read them.
+// that read them. Thread 0 also prefetches the table's entries kTableLeadBlocks blocks ahead into L1: a 128-byte
+// line of the table serves several blocks, and its first load would otherwise wait behind the K/V traffic in DRAM
+// for longer than a step (benchmarks/notes.md#d-decode-paged-table-prefetch).
 template <int kBlockN, int kNThreads>
 struct PagedKV {
   static_assert(kBlockN % kNThreads == 0 || kNThreads % kBlockN == 0);
@@ -121,7 +123,12 @@ struct PagedKV {
   int tidx;
   int2 fetched[kRowsPerThread];  // (page, row in the page) of rows tidx + i * kNThreads of the block fetched last
 
+  static constexpr int kTableLeadBlocks = 16;
   __device__ void fetch(int n_block, int row_end = kBlockN) {
+    if (tidx == 0 && n_block >= kTableLeadBlocks) {
+      int const* ahead = block_table + (n_block - kTableLeadBlocks) * kBlockN / page_size;
+      asm volatile("prefetch.global.L1 [%0];" : : "l"(ahead) : "memory");
+    }
     CUTE_UNROLL
     for (int i = 0; i < kRowsPerThread; ++i) {
       int const row = tidx + i * kNThreads;
