@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 
 #include <cuda_runtime.h>
 
@@ -27,20 +28,28 @@ cudaError_t launch_after_prior_grid_starts(void (*kernel)(KernelArgs...), dim3 g
   return cudaLaunchKernelEx(&config, kernel, args...);
 }
 
-// Lets kKernel take smem_bytes of dynamic shared memory (cudaFuncAttributeMaxDynamicSharedMemorySize), set once
-// per device rather than at every launch: the call costs the host microseconds, which a decoding step (one launch
-// per layer and token) pays in full. smem_bytes must be the same at every call on a device. Devices past the 64th
-// set it every time. Below 48 KiB no attribute is needed.
+// Lets kKernel take smem_bytes of dynamic shared memory (cudaFuncAttributeMaxDynamicSharedMemorySize). The attribute
+// is set only when a launch asks for more than it allows on the device so far, rather than at every launch: the call
+// costs the host microseconds, which a decoding step (one launch per layer and token) pays in full. It only grows,
+// to the largest size asked for, so launches of one kernel may ask for different sizes in any order. Devices past
+// the 64th set it every time. Up to 48 KiB no attribute is needed.
 template <auto kKernel>
 void allow_dynamic_smem(int smem_bytes) {
-  if (smem_bytes < 48 * 1024) { return; }
-  static std::atomic<uint64_t> set_on{0};  // one bit per device, per kernel instantiation
+  if (smem_bytes <= 48 * 1024) { return; }
+  constexpr int kTrackedDevices = 64;
+  static std::atomic<int> allowed[kTrackedDevices];  // per device: the size the attribute allows, 0 before it is set
+  static std::mutex setting;                         // orders the sets, so a smaller size never follows a larger one
   int device = 0;
   cudaGetDevice(&device);
-  uint64_t const bit = device < 64 ? uint64_t(1) << device : 0;
-  if (bit != 0 && (set_on.load(std::memory_order_relaxed) & bit) != 0) { return; }
+  if (device >= kTrackedDevices) {
+    cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+    return;
+  }
+  if (allowed[device].load(std::memory_order_acquire) >= smem_bytes) { return; }
+  std::lock_guard<std::mutex> lock(setting);
+  if (allowed[device].load(std::memory_order_relaxed) >= smem_bytes) { return; }
   if (cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes) == cudaSuccess) {
-    set_on.fetch_or(bit, std::memory_order_relaxed);
+    allowed[device].store(smem_bytes, std::memory_order_release);
   }
 }
 

@@ -114,8 +114,7 @@ void launch_split_kv(DecodeParams const& params, cudaStream_t stream) {
   using Traits = typename SplitKV::Traits;
   int const smem_bytes =
       split_kv_smem_bytes(params, SplitKV::kSmemBytes, SplitKV::ctas_per_sm(params, params.num_splits));
-  // The attribute is set once per kernel and device: to what one CTA per SM takes, the most any launch asks for.
-  allow_dynamic_smem<SplitKV::kernel>(split_kv_smem_bytes(params, SplitKV::kSmemBytes, 1));
+  allow_dynamic_smem<SplitKV::kernel>(smem_bytes);
   dim3 const grid(SplitKV::m_blocks(params) * params.num_splits, params.heads_q / params.pack_group, params.batch);
   SplitKV::kernel<<<grid, Traits::kNThreads, smem_bytes, stream>>>(params, SplitKV::args(params));
 }
