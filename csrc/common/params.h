@@ -71,7 +71,7 @@ struct DecodeParams : FwdParams {
   // group; 1 for MHA.
   int pack_group;
   int num_splits;   // >= 1; set by the kernel's plan() where the caller passes 0
-  int smem_per_sm;  // shared memory of one SM of the device, bytes (sm80/decode_launch.h split_kv_smem_bytes)
+  int smem_per_sm;  // shared memory of one SM of the device, bytes (sm80/decode_plan.h split_kv_smem_bytes)
   int arch;         // the device's compute capability, major * 10 + minor
   // Per split, the (batch, heads_q / pack_group) rows of seqlen_q * pack_group each, in the kernel's row order (null
   // with one split):

@@ -18,6 +18,7 @@
 #include "sm80/gemm.h"
 #include "sm80/gmem.h"
 #include "sm80/kernel_traits.h"
+#include "sm80/decode_plan.h"
 #include "sm80/mainloop.h"
 #include "sm80/paged_tma.h"
 
@@ -69,34 +70,18 @@ __global__ void append_kv_kernel(__grid_constant__ DecodeParams const params) {
            cache_row_offset(params, b, key, params.v_batch_stride, params.v_row_stride), params.v_head_stride);
 }
 
-// How a split-KV kernel reads K/V: a contiguous cache; a paged one by cp.async (PagedKV); a paged one by TMA
-// (PagedTmaKV: Hopper, page sizes that are multiples of kPagedTmaRows).
-enum class KVLayout { kContiguous, kPaged, kPagedTma };
-
-// Split-KV CTAs resident per SM, which the split count plans for, by how K/V is read and how many keys each CTA
-// streams. Each launches with enough shared memory that no more fit (decode_launch.h split_kv_smem_bytes). On
-// Hopper, a CTA that streams kLongShareKeys keys or more reads a contiguous cache, or a paged one by TMA, fastest
-// alone on its SM; where it streams fewer, a second CTA hides each one's prologue and epilogue
-// (benchmarks/notes.md#d-decode-one-cta-per-sm, #d-decode-paged-tma, #d-decode-contiguous-short-two-per-sm). A paged
-// cache read by cp.async keeps two: its loads wait on the block table, which the second CTA hides.
-constexpr int64_t kLongShareKeys = 4096;
-constexpr int decode_ctas_per_sm(KVLayout layout, int64_t keys_per_cta) {
-  return layout == KVLayout::kPaged || keys_per_cta < kLongShareKeys ? 2 : 1;
-}
-// The most an SM holds of a split-KV kernel, for __launch_bounds__.
-constexpr int kDecodeMaxCtasPerSm = 2;
-
 // What a split-KV kernel takes beside its params: the paged cache's tensor maps where it reads them by TMA.
 struct NoKVArgs {};
 template <class Traits, KVLayout kLayout>
 using SplitKVArgs = cute::conditional_t<kLayout == KVLayout::kPagedTma, PagedTmaCopies<Traits>, NoKVArgs>;
 
-// Two stages of K and V (mainloop.h KVPipeline) where they take at most 80 KiB (hdim 64's 64-row tile); else one K
-// and one V buffer, with K(n-1) issued early: the larger tiles ran slower with two stages.
+// decode_plan.h decode_kv_stages: two stages of K and V where they fit in 80 KiB, else one K and one V buffer with
+// K(n-1) issued early.
 template <class Traits>
 constexpr KVPipeline decode_pipeline() {
-  int const two_stage_bytes = Traits::kSmemBytes + 2 * Traits::kSmemKVElems * int(sizeof(typename Traits::Element));
-  return two_stage_bytes <= 80 * 1024 ? KVPipeline::kTwoStages : KVPipeline::kOneBufferKEarly;
+  return decode_kv_stages(Traits::kSmemBytes, Traits::kSmemKVElems * int(sizeof(typename Traits::Element))) == 2
+             ? KVPipeline::kTwoStages
+             : KVPipeline::kOneBufferKEarly;
 }
 
 template <class Traits, bool kCausal>

@@ -5,9 +5,6 @@
 
 #include <cuda_runtime.h>
 
-#include <algorithm>
-#include <cmath>
-
 #include "common/launch.h"
 #include "common/params.h"
 #include "instantiations/kernel_table.h"
@@ -16,37 +13,12 @@
 
 namespace flashcute::sm80 {
 
-constexpr int kMaxSplits = 128;
-
-// The split count for `ctas` CTAs over n_blocks K/V blocks, ctas_per_sm of them resident per SM: none where the
-// CTAs fill most of one wave of the GPU; otherwise the fewest splits whose last wave is nearly as full as the best
-// count's (FlashAttention-2's rule, with a stricter bar: decoding is bound by memory, and an SM without a CTA reads
-// nothing), among counts that change the blocks per split.
-inline int choose_num_splits(int64_t ctas, int n_blocks, int num_sms, int ctas_per_sm) {
-  int64_t const slots = int64_t(ctas_per_sm) * num_sms;
-  if (ctas <= 0 || n_blocks <= 1 || ctas * 5 >= slots * 4) { return 1; }
-  int const max_splits = int(std::min<int64_t>({kMaxSplits, slots, n_blocks}));
-  auto blocks_per_split = [&](int s) { return (n_blocks + s - 1) / s; };
-  auto distinct = [&](int s) { return s == 1 || blocks_per_split(s) != blocks_per_split(s - 1); };
-  auto wave_fill = [&](int s) {
-    double const waves = double(ctas * s) / double(slots);
-    return waves / std::ceil(waves);
-  };
-  double best = 0;
-  for (int s = 1; s <= max_splits; ++s) {
-    if (distinct(s)) { best = std::max(best, wave_fill(s)); }
-  }
-  for (int s = 1; s <= max_splits; ++s) {
-    if (distinct(s) && wave_fill(s) >= 0.95 * best) { return s; }
-  }
-  return 1;
-}
-
 // One split-KV kernel: its tile (Traits), mask and cache layout, the shared memory it uses, and how many of it an
-// SM holds with a given split count (decode_kernel.h decode_ctas_per_sm).
-template <class Traits_, bool kCausal, KVLayout kLayout>
+// SM holds with a given split count (decode_plan.h).
+template <class Traits_, bool kCausal, KVLayout kLayout_>
 struct SplitKVKernel {
   using Traits = Traits_;
+  static constexpr KVLayout kLayout = kLayout_;
   using Mainloop = DecodeMainloop<Traits, kCausal>;
   static constexpr auto kernel = &split_kv_kernel<Traits, kCausal, kLayout>;
   static constexpr int kSmemBytes =
@@ -54,6 +26,10 @@ struct SplitKVKernel {
       (kLayout == KVLayout::kPagedTma ? PagedTmaKV<Traits, Mainloop::kKVStages>::kSmemBytes
        : kLayout == KVLayout::kPaged  ? PagedKV<Traits::kBlockN, Traits::kNThreads>::kSmemBytes
                                       : 0);
+  static_assert(kSmemBytes == split_kv_kernel_smem_bytes(Traits::kSmemBytes,
+                                                        Traits::kSmemKVElems * int(sizeof(typename Traits::Element)),
+                                                        Traits::kBlockN, kLayout),
+                "decode_plan.h's shared-memory rule (mirrored by flashcute/explain/decode.py) must match the kernel");
   // Q blocks of a (batch, K/V head)'s rows (a step's queries times the GQA group it packs); K/V blocks of the longest
   // sequence; CTAs per SM with num_splits splits of them.
   static int m_blocks(DecodeParams const& params) {
@@ -61,8 +37,7 @@ struct SplitKVKernel {
   }
   static int n_blocks(DecodeParams const& params) { return (params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN; }
   static int ctas_per_sm(DecodeParams const& params, int num_splits) {
-    int64_t const blocks_per_split = (n_blocks(params) + num_splits - 1) / num_splits;
-    return decode_ctas_per_sm(kLayout, blocks_per_split * Traits::kBlockN);
+    return split_kv_ctas_per_sm(kLayout, n_blocks(params), Traits::kBlockN, num_splits);
   }
 
   static SplitKVArgs<Traits, kLayout> args(DecodeParams const& params) {
@@ -83,13 +58,6 @@ bool binary_has_tma() {
     return cudaFuncGetAttributes(&attributes, SplitKV::kernel) == cudaSuccess && attributes.binaryVersion >= 90;
   }();
   return has;
-}
-
-// The shared memory a split-KV CTA launches with: what it uses, and more than 1 / (ctas_per_sm + 1) of the SM's, so
-// that an SM holds no more CTAs than the split count plans for (half an SM is below the per-CTA limit of every sm_80+
-// device).
-inline int split_kv_smem_bytes(DecodeParams const& params, int kernel_smem_bytes, int ctas_per_sm) {
-  return std::max(kernel_smem_bytes, params.smem_per_sm / (ctas_per_sm + 1) + 128);
 }
 
 // fn(SplitKVKernel<Traits, causal, layout>{}) for params' mask and cache layout.
@@ -113,7 +81,7 @@ template <class SplitKV>
 void launch_split_kv(DecodeParams const& params, cudaStream_t stream) {
   using Traits = typename SplitKV::Traits;
   int const smem_bytes =
-      split_kv_smem_bytes(params, SplitKV::kSmemBytes, SplitKV::ctas_per_sm(params, params.num_splits));
+      split_kv_smem_bytes(params.smem_per_sm, SplitKV::kSmemBytes, SplitKV::ctas_per_sm(params, params.num_splits));
   allow_dynamic_smem<SplitKV::kernel>(smem_bytes);
   dim3 const grid(SplitKV::m_blocks(params) * params.num_splits, params.heads_q / params.pack_group, params.batch);
   SplitKV::kernel<<<grid, Traits::kNThreads, smem_bytes, stream>>>(params, SplitKV::args(params));
@@ -139,15 +107,9 @@ struct DecodeKernel {
     if (params.num_splits > 0) { return; }
     with_kernel(params, [&](auto split_kv) {
       using SplitKV = decltype(split_kv);
-      int const n_blocks = SplitKV::n_blocks(params);
       int64_t const ctas = int64_t(SplitKV::m_blocks(params)) * (params.heads_q / params.pack_group) * params.batch;
-      // The residency may depend on the split (by TMA: the keys each CTA streams); more CTAs per SM only split
-      // further, keeping it.
-      int const unsplit = SplitKV::ctas_per_sm(params, 1);
-      int splits = choose_num_splits(ctas, n_blocks, params.num_sms, unsplit);
-      int const resident = SplitKV::ctas_per_sm(params, splits);
-      if (resident != unsplit) { splits = choose_num_splits(ctas, n_blocks, params.num_sms, resident); }
-      params.num_splits = splits;
+      params.num_splits =
+          plan_num_splits(ctas, SplitKV::n_blocks(params), SplitKV::Traits::kBlockN, SplitKV::kLayout, params.num_sms);
     });
   }
 

@@ -6,6 +6,9 @@
                                                                             smem pictures take a minute)
     python -m flashcute.explain --op bwd --arch sm90 --dtype bf16 --hdim 128 -o DIR   (the SM90 backward:
                                     smem and mma_tv pictures and its numbers; flashcute/explain/backward.py)
+    python -m flashcute.explain --op decode --hdim 128 --batch 8 --heads 32 --heads-kv 8 --seqlen-k 131072
+                                    [--seqlen 4] [--page-size 64] -o DIR   (the split-KV decode kernel's plan for one
+                                    step, decode.txt / decode.json; flashcute/explain/decode.py)
 
 Everything is computed with flashcute.layout from flashcute.kernel_configs, which
 tests/test_kernel_layouts.py holds equal to the kernels' own C++ traits.  DIR receives (PNG and SVG):
@@ -28,15 +31,16 @@ address comes from the kernel's TiledCopy thread-value layouts applied to its sh
 One module per idea: ptxas (registers and spills: SM80 measured, SM90 derived), occupancy (the device model),
 smem (shared-memory addresses and banks), problem (grid, FLOPs, bytes, Nsight Compute counts), draw (the
 pictures), summary (the numbers as a dict and as text, ``explain`` and the command line), backward (the SM90
-backward's numbers and pictures).
+backward's numbers and pictures), decode (the decode kernel's plan: tile, split count, residency).
 """
 
 from .backward import bwd_summary, explain_backward
+from .decode import decode_plan, explain_decode
 from .draw import thread_path
 from .occupancy import DEVICES, occupancy, occupancy_numbers
 from .smem import SM80_ACCESSES, access_report, copy_tv, kernel_access_reports, mma_tv, tv_coords
 from .summary import explain, main, summarize, summary_text
 
-__all__ = ["DEVICES", "SM80_ACCESSES", "access_report", "bwd_summary", "copy_tv", "explain", "explain_backward",
-           "kernel_access_reports", "main", "mma_tv", "occupancy", "occupancy_numbers", "summarize", "summary_text",
-           "thread_path", "tv_coords"]
+__all__ = ["DEVICES", "SM80_ACCESSES", "access_report", "bwd_summary", "copy_tv", "decode_plan", "explain",
+           "explain_backward", "explain_decode", "kernel_access_reports", "main", "mma_tv", "occupancy",
+           "occupancy_numbers", "summarize", "summary_text", "thread_path", "tv_coords"]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from .. import kernel_configs
 from .backward import BWD_PICTURES, explain_backward
+from .decode import explain_decode
 from .draw import PICTURES, VARLEN_EXAMPLE, draw_pictures, thread_path
 from .occupancy import occupancy_numbers
 from .problem import predicted_counts, problem_numbers, tile_numbers
@@ -142,15 +143,19 @@ def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m flashcute.explain",
         description="Draw and explain a shipped flashcute kernel configuration (no GPU needed).")
-    parser.add_argument("--op", default="fwd", choices=("fwd", "bwd"),
-                        help="the forward kernel, or the SM90 backward (--arch sm90; its layouts and numbers only)")
+    parser.add_argument("--op", default="fwd", choices=("fwd", "bwd", "decode"),
+                        help="the forward kernel, the SM90 backward (--arch sm90; its layouts and numbers only), or "
+                             "the split-KV decode kernel's plan for one step (--seqlen-k cached keys)")
     parser.add_argument("--arch", default="sm80", choices=kernel_configs.ARCHS)
     parser.add_argument("--dtype", default="bf16", choices=kernel_configs.DTYPES)
     parser.add_argument("--hdim", type=int, default=128, help="head dim: one of the shipped ones")
-    parser.add_argument("--seqlen", type=int, default=2000, help="query length (and key length unless --seqlen-k)")
-    parser.add_argument("--seqlen-k", type=int, default=None)
+    parser.add_argument("--seqlen", type=int, default=None,
+                        help="query length (and key length unless --seqlen-k); default 2000, with --op decode 1")
+    parser.add_argument("--seqlen-k", type=int, default=None, help="key length; with --op decode the cached keys")
     parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--heads", type=int, default=16)
+    parser.add_argument("--heads", type=int, default=16, help="query heads")
+    parser.add_argument("--heads-kv", type=int, default=None, help="--op decode: K/V heads (default: --heads)")
+    parser.add_argument("--page-size", type=int, default=None, help="--op decode: rows per page of a paged cache")
     parser.add_argument("--causal", action="store_true", help="the causal variant (SM90 tiles depend on it)")
     parser.add_argument("--lengths", default=",".join(map(str, VARLEN_EXAMPLE)),
                         help="a packed batch's sequence lengths, comma-separated, for the varlen_tiling picture")
@@ -163,14 +168,26 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.op == "bwd" and args.arch != "sm90":
         parser.error(f"--op bwd explains the SM90 backward: pass --arch sm90 (got --arch {args.arch})")
+    if args.op == "decode" and args.seqlen_k is None:
+        parser.error("--op decode needs --seqlen-k: the keys in the cache")
+    if args.op != "decode" and (args.heads_kv is not None or args.page_size is not None):
+        parser.error("--heads-kv and --page-size are for --op decode")
     default_pictures = BWD_PICTURES if args.op == "bwd" else PICTURES
     pictures = [p for p in (args.pictures or ",".join(default_pictures)).split(",") if p]
     try:
+        if args.op == "decode":
+            summary = explain_decode(args.dtype, args.hdim, args.out, args.batch, args.heads,
+                                     args.heads if args.heads_kv is None else args.heads_kv,
+                                     1 if args.seqlen is None else args.seqlen, args.seqlen_k, args.page_size)
+            print(Path(args.out, "decode.txt").read_text(), end="")
+            print(f"\nwrote {len(summary['files'])} files to {args.out}")
+            return 0
         if args.op == "bwd":
             summary = explain_backward(args.dtype, args.hdim, args.out, pictures)
         else:
             lengths = [int(n) for n in args.lengths.split(",") if n.strip()]
-            summary = explain(args.arch, args.dtype, args.hdim, args.out, args.seqlen, args.seqlen_k, args.batch,
+            summary = explain(args.arch, args.dtype, args.hdim, args.out, 2000 if args.seqlen is None else args.seqlen,
+                              args.seqlen_k, args.batch,
                               args.heads, args.thread, args.causal, pictures, lengths)
     except ValueError as e:
         parser.error(str(e))

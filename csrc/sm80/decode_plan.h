@@ -1,0 +1,96 @@
+// The split-KV decode kernel's plan (decode_kernel.h, decode_launch.h), its rules only, in plain C++: how a kernel
+// reads K/V, how many of its CTAs an SM holds, the shared memory each takes and launches with, and the split count.
+// No CUDA or CuTe here, so that csrc/tools/print_decode_plans.cpp can print plans with g++ and
+// flashcute/explain/decode.py can be held equal to them (tests/test_decode_plan.py).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+namespace flashcute::sm80 {
+
+// How a split-KV kernel reads K/V: a contiguous cache; a paged one by cp.async (PagedKV); a paged one by TMA
+// (PagedTmaKV: Hopper, page sizes that are multiples of kPagedTmaRows).
+enum class KVLayout { kContiguous, kPaged, kPagedTma };
+
+// Split-KV CTAs resident per SM, which the split count plans for, by how K/V is read and how many keys each CTA
+// streams. Each launches with enough shared memory that no more fit (split_kv_smem_bytes). On Hopper, a CTA that
+// streams kLongShareKeys keys or more reads a contiguous cache, or a paged one by TMA, fastest alone on its SM;
+// where it streams fewer, a second CTA hides each one's prologue and epilogue (benchmarks/notes.md
+// #d-decode-one-cta-per-sm, #d-decode-paged-tma, #d-decode-contiguous-short-two-per-sm; three were slower,
+// #d-decode-short-three-per-sm). A paged cache read by cp.async keeps two: its loads wait on the block table, which
+// the second CTA hides.
+constexpr int64_t kLongShareKeys = 4096;
+constexpr int decode_ctas_per_sm(KVLayout layout, int64_t keys_per_cta) {
+  return layout == KVLayout::kPaged || keys_per_cta < kLongShareKeys ? 2 : 1;
+}
+// The most an SM holds of a split-KV kernel, for __launch_bounds__.
+constexpr int kDecodeMaxCtasPerSm = 2;
+
+// With num_splits splits of n_blocks K/V blocks of block_n keys.
+constexpr int split_kv_ctas_per_sm(KVLayout layout, int n_blocks, int block_n, int num_splits) {
+  return decode_ctas_per_sm(layout, int64_t((n_blocks + num_splits - 1) / num_splits) * block_n);
+}
+
+// Two stages of K and V (mainloop.h KVPipeline) where they take at most 80 KiB (hdim 64's 64-row tile); else one K
+// and one V buffer, with K(n-1) issued early: the larger tiles ran slower with two stages. traits_smem_bytes: Q and
+// one K and one V buffer (kernel_traits.h kSmemBytes); kv_buffer_bytes: one K (or V) buffer.
+constexpr int decode_kv_stages(int traits_smem_bytes, int kv_buffer_bytes) {
+  return traits_smem_bytes + 2 * kv_buffer_bytes <= 80 * 1024 ? 2 : 1;
+}
+
+// The shared memory a split-KV kernel uses: the mainloop's (Q, then its K/V stages), then a paged cache's row
+// offsets (two buffers of a K and a V offset per row of a block: gemm.h PagedKV), and by TMA two mbarriers.
+constexpr int split_kv_kernel_smem_bytes(int traits_smem_bytes, int kv_buffer_bytes, int block_n, KVLayout layout) {
+  int const mainloop = traits_smem_bytes + (decode_kv_stages(traits_smem_bytes, kv_buffer_bytes) - 1) * 2 *
+                                               kv_buffer_bytes;
+  int const offsets = 2 * 2 * block_n * int(sizeof(int64_t));
+  return mainloop + (layout == KVLayout::kContiguous ? 0 : offsets) +
+         (layout == KVLayout::kPagedTma ? 2 * int(sizeof(uint64_t)) : 0);
+}
+
+// The shared memory a split-KV CTA launches with: what it uses, and more than 1 / (ctas_per_sm + 1) of the SM's
+// (smem_per_sm), so that an SM holds no more CTAs than the split count plans for (half an SM is below the per-CTA
+// limit of every sm_80+ device).
+inline int split_kv_smem_bytes(int smem_per_sm, int kernel_smem_bytes, int ctas_per_sm) {
+  return std::max(kernel_smem_bytes, smem_per_sm / (ctas_per_sm + 1) + 128);
+}
+
+constexpr int kMaxSplits = 128;
+
+// The split count for `ctas` CTAs over n_blocks K/V blocks, ctas_per_sm of them resident per SM: none where the
+// CTAs fill most of one wave of the GPU; otherwise the fewest splits whose last wave is nearly as full as the best
+// count's (FlashAttention-2's rule, with a stricter bar: decoding is bound by memory, and an SM without a CTA reads
+// nothing), among counts that change the blocks per split.
+inline int choose_num_splits(int64_t ctas, int n_blocks, int num_sms, int ctas_per_sm) {
+  int64_t const slots = int64_t(ctas_per_sm) * num_sms;
+  if (ctas <= 0 || n_blocks <= 1 || ctas * 5 >= slots * 4) { return 1; }
+  int const max_splits = int(std::min<int64_t>({kMaxSplits, slots, n_blocks}));
+  auto blocks_per_split = [&](int s) { return (n_blocks + s - 1) / s; };
+  auto distinct = [&](int s) { return s == 1 || blocks_per_split(s) != blocks_per_split(s - 1); };
+  auto wave_fill = [&](int s) {
+    double const waves = double(ctas * s) / double(slots);
+    return waves / std::ceil(waves);
+  };
+  double best = 0;
+  for (int s = 1; s <= max_splits; ++s) {
+    if (distinct(s)) { best = std::max(best, wave_fill(s)); }
+  }
+  for (int s = 1; s <= max_splits; ++s) {
+    if (distinct(s) && wave_fill(s) >= 0.95 * best) { return s; }
+  }
+  return 1;
+}
+
+// The split count a kernel of the layout plans for `ctas` CTAs (Q blocks x grouped heads x batch) over n_blocks
+// blocks of block_n keys. The residency may depend on the split (the keys each CTA streams); more CTAs per SM only
+// split further, keeping it.
+inline int plan_num_splits(int64_t ctas, int n_blocks, int block_n, KVLayout layout, int num_sms) {
+  int const unsplit = split_kv_ctas_per_sm(layout, n_blocks, block_n, 1);
+  int const splits = choose_num_splits(ctas, n_blocks, num_sms, unsplit);
+  int const resident = split_kv_ctas_per_sm(layout, n_blocks, block_n, splits);
+  return resident == unsplit ? splits : choose_num_splits(ctas, n_blocks, num_sms, resident);
+}
+
+}  // namespace flashcute::sm80

@@ -1,0 +1,70 @@
+// Answers questions about the split-KV decode plan from the kernels' own rules (sm80/decode_plan.h), one per line of
+// standard input, one answer line each:
+//
+//   plan <layout> <num_sms> <block_n> <n_blocks> <ctas>   ->  <num_splits> <ctas_per_sm at that split count>
+//   smem <layout> <traits_smem_bytes> <kv_buffer_bytes> <block_n>   ->  <kernel shared memory> <K/V stages>
+//   launch <smem_per_sm> <kernel_smem_bytes> <ctas_per_sm>   ->  <shared memory the CTA launches with>
+//
+// <layout>: contiguous, paged or paged-tma. Plain C++ (g++ -std=c++17 -Icsrc, no CUDA): tests/test_decode_plan.py
+// asks it what flashcute/explain/decode.py computes and compares.
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "sm80/decode_plan.h"
+
+using flashcute::sm80::KVLayout;
+
+namespace {
+
+bool parse_layout(std::string const& name, KVLayout& layout) {
+  if (name == "contiguous") {
+    layout = KVLayout::kContiguous;
+  } else if (name == "paged") {
+    layout = KVLayout::kPaged;
+  } else if (name == "paged-tma") {
+    layout = KVLayout::kPagedTma;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main() {
+  namespace plan = flashcute::sm80;
+  std::string line;
+  while (std::getline(std::cin, line)) {
+    std::istringstream in(line);
+    std::string what, layout_name;
+    in >> what;
+    KVLayout layout{};
+    if (what == "plan") {
+      int num_sms, block_n, n_blocks;
+      long long ctas;
+      if (in >> layout_name >> num_sms >> block_n >> n_blocks >> ctas && parse_layout(layout_name, layout)) {
+        int const splits = plan::plan_num_splits(ctas, n_blocks, block_n, layout, num_sms);
+        printf("%d %d\n", splits, plan::split_kv_ctas_per_sm(layout, n_blocks, block_n, splits));
+        continue;
+      }
+    } else if (what == "smem") {
+      int traits_smem, kv_buffer, block_n;
+      if (in >> layout_name >> traits_smem >> kv_buffer >> block_n && parse_layout(layout_name, layout)) {
+        printf("%d %d\n", plan::split_kv_kernel_smem_bytes(traits_smem, kv_buffer, block_n, layout),
+               plan::decode_kv_stages(traits_smem, kv_buffer));
+        continue;
+      }
+    } else if (what == "launch") {
+      int smem_per_sm, kernel_smem, ctas_per_sm;
+      if (in >> smem_per_sm >> kernel_smem >> ctas_per_sm) {
+        printf("%d\n", plan::split_kv_smem_bytes(smem_per_sm, kernel_smem, ctas_per_sm));
+        continue;
+      }
+    }
+    fprintf(stderr, "print_decode_plans: cannot read %s\n", line.c_str());
+    return 1;
+  }
+  return 0;
+}

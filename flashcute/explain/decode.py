@@ -1,0 +1,210 @@
+"""The split-KV decode kernel's plan for one decoding step (csrc/sm80/decode_kernel.h, decode_launch.h): which of
+its two tiles serves the rows of a (batch, K/V head), how those rows pack the query heads of a GQA group, how each
+sequence's keys are cut into splits and K/V blocks, how many CTAs an SM holds and with how much shared memory, and
+what the grid reads.
+
+The rules are plain functions over integers, a mirror of csrc/sm80/decode_plan.h (tests/test_decode_plan.py asks
+csrc/tools/print_decode_plans.cpp the same questions and compares); the tiles are flashcute.kernel_configs' decode
+configurations, which tests/test_kernel_layouts.py holds equal to the C++ traits."""
+
+import json
+import math
+from pathlib import Path
+
+from .. import kernel_configs, kernel_table
+from .occupancy import DEVICES
+
+LAYOUTS = ("contiguous", "paged", "paged-tma")
+LONG_SHARE_KEYS = 4096  # kLongShareKeys
+MAX_SPLITS = 128        # kMaxSplits
+PAGED_TMA_ROWS = 64     # paged_tma.h kPagedTmaRows: a box's rows, so pages of a multiple of them take TMA
+
+
+# ---- decode_plan.h -----------------------------------------------------------------------------------------------
+
+def ctas_per_sm(layout, keys_per_cta):
+    """decode_ctas_per_sm: split-KV CTAs an SM holds, by how K/V is read and the keys each CTA streams."""
+    return 2 if layout == "paged" or keys_per_cta < LONG_SHARE_KEYS else 1
+
+
+def split_ctas_per_sm(layout, n_blocks, block_n, num_splits):
+    """split_kv_ctas_per_sm: with num_splits splits of n_blocks blocks of block_n keys."""
+    return ctas_per_sm(layout, (n_blocks + num_splits - 1) // num_splits * block_n)
+
+
+def kv_stages(traits_smem_bytes, kv_buffer_bytes):
+    """decode_kv_stages: two K/V stages where they fit in 80 KiB, else one K and one V buffer."""
+    return 2 if traits_smem_bytes + 2 * kv_buffer_bytes <= 80 * 1024 else 1
+
+
+def kernel_smem_bytes(traits_smem_bytes, kv_buffer_bytes, block_n, layout):
+    """split_kv_kernel_smem_bytes: the mainloop's Q and K/V stages, a paged cache's row offsets, TMA's barriers."""
+    mainloop = traits_smem_bytes + (kv_stages(traits_smem_bytes, kv_buffer_bytes) - 1) * 2 * kv_buffer_bytes
+    return mainloop + (0 if layout == "contiguous" else 2 * 2 * block_n * 8) + (16 if layout == "paged-tma" else 0)
+
+
+def launch_smem_bytes(smem_per_sm, kernel_bytes, resident):
+    """split_kv_smem_bytes: what a CTA uses, and more than 1 / (resident + 1) of the SM, so no more fit."""
+    return max(kernel_bytes, smem_per_sm // (resident + 1) + 128)
+
+
+def choose_num_splits(ctas, n_blocks, num_sms, resident):
+    """choose_num_splits: none where the CTAs fill most of a wave; else the fewest splits whose last wave is at least
+    0.95 of the best fill, among counts that change the blocks per split."""
+    slots = resident * num_sms
+    if ctas <= 0 or n_blocks <= 1 or ctas * 5 >= slots * 4:
+        return 1
+    max_splits = min(MAX_SPLITS, slots, n_blocks)
+
+    def distinct(s):
+        return s == 1 or -(-n_blocks // s) != -(-n_blocks // (s - 1))
+
+    def wave_fill(s):
+        waves = float(ctas * s) / float(slots)
+        return waves / math.ceil(waves)
+
+    best = max(wave_fill(s) for s in range(1, max_splits + 1) if distinct(s))
+    return next((s for s in range(1, max_splits + 1) if distinct(s) and wave_fill(s) >= 0.95 * best), 1)
+
+
+def plan_num_splits(ctas, n_blocks, block_n, layout, num_sms):
+    """plan_num_splits: the split count at the residency it leads to (re-planned once if splitting changed it)."""
+    unsplit = split_ctas_per_sm(layout, n_blocks, block_n, 1)
+    splits = choose_num_splits(ctas, n_blocks, num_sms, unsplit)
+    resident = split_ctas_per_sm(layout, n_blocks, block_n, splits)
+    return splits if resident == unsplit else choose_num_splits(ctas, n_blocks, num_sms, resident)
+
+
+# ---- one problem -------------------------------------------------------------------------------------------------
+
+def decode_tiles(dtype, head_dim):
+    """(64-row tile, key-split tile): the decode kernel's two configurations for (dtype, head_dim)."""
+    if dtype not in kernel_configs.DTYPES:
+        raise ValueError(f"dtype must be one of {kernel_configs.DTYPES}, got {dtype!r}")
+    dims = kernel_table.head_dims("decode", "sm80")
+    if head_dim not in dims:
+        raise ValueError(f"head_dim must be one of {dims} for the decode kernel, got {head_dim!r}")
+    kernel = kernel_table.find("decode", "sm80", head_dim, "all")
+    return kernel_configs.config_for(kernel, dtype), kernel_configs.config_for(kernel, dtype, key_split=True)
+
+
+def kv_layout(device, page_size, head_dim, cfg):
+    """How the kernel reads K/V on the device (decode_launch.h with_split_kv_kernel, PagedTmaCopies::can_run): by
+    TMA on Hopper where pages are whole boxes and every box reaches a column below head_dim (the pools' strides
+    assumed TMA-addressable), else by cp.async."""
+    if page_size is None:
+        return "contiguous"
+    hopper = device.target == "sm_90a"
+    boxes_fit = page_size % PAGED_TMA_ROWS == 0 and head_dim > cfg.head_dim - cfg.block_k_smem
+    return "paged-tma" if hopper and boxes_fit else "paged"
+
+
+def decode_plan(dtype, head_dim, batch, heads_q, heads_kv, seqlen_q, seqlen_k, page_size=None, device=None):
+    """The plan of one decoding step on one device (flashcute.explain.DEVICES, default H100/H200), as a JSON-able
+    dict: the tile, the row packing, the split count, residency, shared memory, the grid and the bytes."""
+    device = device or DEVICES["sm80"][-1]
+    for name, value, low in (("batch", batch, 1), ("heads_q", heads_q, 1), ("heads_kv", heads_kv, 1),
+                             ("seqlen_q", seqlen_q, 1), ("seqlen_k", seqlen_k, 0)):
+        if not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    if heads_q % heads_kv:
+        raise ValueError(f"heads_q must be a multiple of heads_kv, got {heads_q} and {heads_kv}")
+    if page_size is not None and (not isinstance(page_size, int) or page_size < 1):
+        raise ValueError(f"page_size must be a positive integer or None, got {page_size!r}")
+    rows_tile, key_split_tile = decode_tiles(dtype, head_dim)
+    group = heads_q // heads_kv
+    rows = seqlen_q * group
+    cfg = key_split_tile if rows <= key_split_tile.block_m else rows_tile
+    layout = kv_layout(device, page_size, head_dim, cfg)
+    m_blocks = -(-rows // cfg.block_m)
+    n_blocks = -(-seqlen_k // cfg.block_n)
+    ctas = m_blocks * heads_kv * batch
+    splits = plan_num_splits(ctas, n_blocks, cfg.block_n, layout, device.num_sms)
+    resident = split_ctas_per_sm(layout, n_blocks, cfg.block_n, splits)
+    kv_buffer = cfg.smem_kv_elems * cfg.element_bytes
+    used = kernel_smem_bytes(cfg.smem_bytes, kv_buffer, cfg.block_n, layout)
+    blocks_per_split = -(-n_blocks // splits) if n_blocks else 0
+    grid_ctas = ctas * splits
+    out_rows = batch * heads_q * seqlen_q
+    element = cfg.element_bytes
+    return {
+        "device": device.name, "dtype": dtype, "head_dim": head_dim, "batch": batch, "heads_q": heads_q,
+        "heads_kv": heads_kv, "seqlen_q": seqlen_q, "seqlen_k": seqlen_k, "page_size": page_size,
+        "tile": {"name": "key-split" if cfg is key_split_tile else "64-row", "block_m": cfg.block_m,
+                 "block_n": cfg.block_n, "warps": cfg.n_warps, "key_slices": cfg.key_slices,
+                 "keys_per_slice": cfg.block_n // cfg.key_slices, "kv_stages": kv_stages(cfg.smem_bytes, kv_buffer)},
+        "group": group, "rows_per_kv_head": rows, "q_blocks": m_blocks,
+        "row_packing": [{"row": r, "query": r // group, "head": r % group} for r in range(min(rows, cfg.block_m))],
+        "layout": layout, "kv_blocks": n_blocks, "ctas_unsplit": ctas, "num_splits": splits,
+        "blocks_per_split": blocks_per_split, "keys_per_split": blocks_per_split * cfg.block_n,
+        "ctas_per_sm": resident, "smem_used_bytes": used,
+        "smem_launch_bytes": launch_smem_bytes(device.smem_per_sm, used, resident),
+        "grid": [m_blocks * splits, heads_kv, batch], "grid_ctas": grid_ctas,
+        "waves": grid_ctas / (resident * device.num_sms),
+        "combine": splits > 1,
+        "workspace_bytes": splits * out_rows * (cfg.head_dim + 1) * 4 if splits > 1 else 0,
+        "kv_bytes": 2 * batch * heads_kv * seqlen_k * head_dim * element,
+        "q_o_bytes": 2 * out_rows * head_dim * element,
+    }
+
+
+def _bytes(n):
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} B"
+
+
+def decode_text(p):
+    t = p["tile"]
+    paged = "" if p["page_size"] is None else f", pages of {p['page_size']} rows"
+    queries = "1 query" if p["seqlen_q"] == 1 else f"{p['seqlen_q']} queries"
+    lines = [f"flashcute decode {p['dtype']} hdim{p['head_dim']} on {p['device']}: batch {p['batch']}, "
+             f"{p['heads_q']} query / {p['heads_kv']} K/V heads, {queries} against {p['seqlen_k']} cached keys{paged}",
+             ""]
+    lines.append(f"Rows: each (batch, K/V head) holds seqlen_q x group = {p['seqlen_q']} x {p['group']} = "
+                 f"{p['rows_per_kv_head']} query rows, so each K/V byte is read once for its whole group; row r is "
+                 f"query r / {p['group']} of head (K/V head x {p['group']}) + r % {p['group']}.")
+    if t["name"] == "key-split":
+        used = "" if p["rows_per_kv_head"] == t["block_m"] else f" ({p['rows_per_kv_head']} of them hold queries)"
+        lines.append(f"Tile: the key-split tile, {t['block_m']} rows{used} x {t['block_n']}-key blocks on "
+                     f"{t['warps']} warps: each warp takes {t['keys_per_slice']} keys of every block (its key slice) "
+                     f"with its own softmax state, merged through shared memory at the end.")
+    else:
+        lines.append(f"Tile: the 64-row tile, {t['block_m']} rows x {t['block_n']}-key blocks on {t['warps']} warps "
+                     f"stacked along the rows ({t['block_m'] // t['warps']} each); {p['q_blocks']} Q block(s) per "
+                     f"(batch, K/V head).")
+    lines.append(f"K/V: {p['layout']}"
+                 + {"contiguous": "",
+                    "paged": " (cp.async gathers through the block table, offsets a block ahead in shared memory)",
+                    "paged-tma": f" (one TMA box of {PAGED_TMA_ROWS} rows per lane of warp 0, pages looked up a block "
+                                 f"ahead; the first, ragged block by cp.async)"}[p["layout"]]
+                 + f"; {t['kv_stages']} K/V stage(s).")
+    lines += ["", f"Split: {p['kv_blocks']} K/V blocks per sequence; {p['ctas_unsplit']} CTAs before splitting; "
+                  f"{p['num_splits']} split(s) of {p['blocks_per_split']} blocks ({p['keys_per_split']} keys) each.",
+              f"Grid ({' x '.join(map(str, p['grid']))}) = {p['grid_ctas']} CTAs at {p['ctas_per_sm']} per SM: "
+              f"{p['waves']:.2f} waves.",
+              f"Shared memory: {p['smem_used_bytes']} B used, launched with {p['smem_launch_bytes']} B so that "
+              + ("each CTA runs alone on its SM." if p["ctas_per_sm"] == 1 else
+                 f"an SM holds at most {p['ctas_per_sm']} of them.")]
+    if p["combine"]:
+        lines.append(f"Combine: each split writes float32 partial O and LSE ({_bytes(p['workspace_bytes'])} of "
+                     f"workspace); a second kernel merges them, one warp per output row.")
+    else:
+        lines.append("One split: the split-KV kernel writes O and LSE itself; no combine kernel runs.")
+    lines += ["", f"Reads {_bytes(p['kv_bytes'])} of K and V and moves {_bytes(p['q_o_bytes'])} of Q and O: the step "
+                  f"is bound by memory; at the device's copy bandwidth B it takes at least (K/V + Q/O bytes) / B."]
+    return "\n".join(lines) + "\n"
+
+
+def explain_decode(dtype, head_dim, out_dir, batch, heads_q, heads_kv, seqlen_q, seqlen_k, page_size=None):
+    """Write decode.txt and decode.json (the plan on every device flashcute.explain models) into out_dir; returns
+    {"plans": [...], "files": [...]}."""
+    plans = [decode_plan(dtype, head_dim, batch, heads_q, heads_kv, seqlen_q, seqlen_k, page_size, device)
+             for device in DEVICES["sm80"]]
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    text, data = out_dir / "decode.txt", out_dir / "decode.json"
+    text.write_text("\n".join(decode_text(p) for p in plans))
+    data.write_text(json.dumps(plans, indent=1))
+    return {"plans": plans, "files": [str(text), str(data)]}

@@ -1,0 +1,133 @@
+"""flashcute.explain.decode's plan rules equal the decode kernel's own (csrc/sm80/decode_plan.h).
+
+csrc/tools/print_decode_plans.cpp answers, from that header, the questions the Python mirror answers: the split
+count and residency of a grid, the shared memory a split-KV kernel uses (which decode_launch.h static_asserts
+against each kernel's own figure) and the shared memory it launches with. Needs g++ (no GPU, no CUDA); without it
+the test fails saying what is missing."""
+
+import itertools
+import json
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from flashcute import kernel_configs  # noqa: E402
+from flashcute.explain import DEVICES, decode  # noqa: E402
+from flashcute.explain.summary import main  # noqa: E402
+from tests.layout import oracle  # noqa: E402
+
+TOOL = ROOT / "csrc" / "tools" / "print_decode_plans.cpp"
+
+
+@lru_cache(maxsize=None)
+def tool():
+    try:
+        return oracle.build_file(TOOL, [ROOT / "csrc"], [ROOT / "csrc" / "sm80" / "decode_plan.h"])
+    except (oracle.OracleUnavailable, RuntimeError) as e:
+        pytest.fail(f"cannot build csrc/tools/print_decode_plans.cpp: {e}")
+
+
+def ask(questions):
+    """The C++ answers, one list of ints per question."""
+    out = oracle.run_binary(tool(), "".join(q + "\n" for q in questions), timeout=120).splitlines()
+    assert len(out) == len(questions), f"{len(questions)} questions, {len(out)} answers"
+    return [list(map(int, line.split())) for line in out]
+
+
+NUM_SMS = sorted({device.num_sms for device in DEVICES["sm80"]} | {1, 80})
+BLOCK_N = (64, 128, 256)
+N_BLOCKS = (0, 1, 2, 3, 7, 16, 31, 32, 33, 100, 255, 256, 257, 1000, 2048, 4096, 8192)
+CTAS = (1, 2, 7, 8, 26, 64, 86, 87, 100, 105, 106, 128, 131, 132, 200, 264, 512, 1024, 4096)
+
+
+def test_split_count_and_residency_equal_cxx():
+    cases = list(itertools.product(decode.LAYOUTS, NUM_SMS, BLOCK_N, N_BLOCKS, CTAS))
+    cxx = ask([f"plan {layout} {sms} {bn} {nb} {ctas}" for layout, sms, bn, nb, ctas in cases])
+    splits_seen = set()
+    for (layout, sms, bn, nb, ctas), answer in zip(cases, cxx):
+        splits = decode.plan_num_splits(ctas, nb, bn, layout, sms)
+        mirror = [splits, decode.split_ctas_per_sm(layout, nb, bn, splits)]
+        assert mirror == answer, f"plan {layout} num_sms {sms} block_n {bn} n_blocks {nb} ctas {ctas}: " \
+                                 f"C++ {answer}, mirror {mirror}"
+        splits_seen.add(splits)
+    assert len(splits_seen) > 10  # the grid reaches many split counts, not only "no split"
+
+
+def test_kernel_shared_memory_equals_cxx():
+    # Every shipped decode tile (64-row and key-split), each K/V layout, and a grid around the two-stage limit.
+    shipped = {(cfg.smem_bytes, cfg.smem_kv_elems * cfg.element_bytes, cfg.block_n)
+               for cfg in kernel_configs.decode_configs()}
+    grid = set(itertools.product((8192, 40960, 49152, 73728), (8192, 16384, 16385, 32768), BLOCK_N))
+    cases = [(layout, *c) for layout in decode.LAYOUTS for c in sorted(shipped | grid)]
+    cxx = ask([f"smem {layout} {traits} {kv} {bn}" for layout, traits, kv, bn in cases])
+    for (layout, traits, kv, bn), answer in zip(cases, cxx):
+        mirror = [decode.kernel_smem_bytes(traits, kv, bn, layout), decode.kv_stages(traits, kv)]
+        assert mirror == answer, f"smem {layout} {traits} {kv} {bn}: C++ {answer}, mirror {mirror}"
+
+
+def test_launch_shared_memory_equals_cxx():
+    cases = list(itertools.product([d.smem_per_sm for d in DEVICES["sm80"]], (16384, 73728, 116864, 150000), (1, 2)))
+    cxx = ask([f"launch {sm} {used} {resident}" for sm, used, resident in cases])
+    for (sm, used, resident), answer in zip(cases, cxx):
+        assert [decode.launch_smem_bytes(sm, used, resident)] == answer
+
+
+def test_plans_of_the_issue_shapes():
+    """Checks on the plan's own logic, on an H100/H200 (132 SMs, 228 KiB per SM)."""
+    h100 = DEVICES["sm80"][-1]
+    # GQA 32 / 8, one query, a 512k-key cache paged in 64-row pages: 8 CTAs, so the keys split until the grid
+    # fills a wave; each split streams more than 4096 keys, so one CTA per SM, launched with over half the SM.
+    p = decode.decode_plan("bf16", 128, 1, 32, 8, 1, 512 * 1024, page_size=64, device=h100)
+    assert (p["tile"]["name"], p["layout"], p["ctas_unsplit"]) == ("key-split", "paged-tma", 8)
+    assert p["ctas_per_sm"] == 1 and p["smem_launch_bytes"] > h100.smem_per_sm // 2
+    assert 0.9 <= p["waves"] <= 1.0 and p["combine"]
+    assert p["keys_per_split"] * p["num_splits"] >= 512 * 1024 > p["keys_per_split"] * (p["num_splits"] - 1)
+    # 16 queries x group 4 = 64 rows: the 64-row tile; 128 CTAs already fill a wave, one split writes O itself.
+    p = decode.decode_plan("bf16", 64, 16, 32, 8, 16, 32 * 1024, device=h100)
+    assert (p["tile"]["name"], p["rows_per_kv_head"], p["num_splits"], p["combine"]) == ("64-row", 64, 1, False)
+    assert p["row_packing"][5] == {"row": 5, "query": 1, "head": 1}
+    # Short caches (2k keys) share an SM two by two; pages of 16 rows go by cp.async, two per SM, on any device.
+    p = decode.decode_plan("fp16", 128, 128, 32, 8, 1, 2048, device=h100)
+    assert (p["ctas_per_sm"], p["num_splits"]) == (2, 1)
+    p = decode.decode_plan("fp16", 128, 1, 32, 8, 1, 512 * 1024, page_size=16, device=h100)
+    assert (p["layout"], p["ctas_per_sm"]) == ("paged", 2)
+    # No key at all: one split, nothing read.
+    p = decode.decode_plan("bf16", 64, 2, 8, 8, 1, 0, device=h100)
+    assert (p["kv_blocks"], p["num_splits"], p["kv_bytes"]) == (0, 1, 0)
+
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(heads_q=6, heads_kv=4), "heads_q must be a multiple of heads_kv"),
+    (dict(seqlen_q=0), "seqlen_q must be an integer >= 1"),
+    (dict(seqlen_k=-1), "seqlen_k must be an integer >= 0"),
+    (dict(page_size=0), "page_size must be a positive integer or None"),
+    (dict(head_dim=80), "head_dim must be one of"),
+    (dict(dtype="fp8"), "dtype must be one of"),
+])
+def test_bad_problems_are_named(bad, message):
+    args = dict(dtype="bf16", head_dim=128, batch=1, heads_q=8, heads_kv=8, seqlen_q=1, seqlen_k=100)
+    with pytest.raises(ValueError, match=message):
+        decode.decode_plan(**{**args, **bad})
+
+
+def test_command_line(tmp_path, capsys):
+    assert main(["--op", "decode", "--hdim", "64", "--batch", "8", "--heads", "32", "--heads-kv", "8",
+                 "--seqlen-k", "131072", "--page-size", "64", "-o", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "A100 (sm_80)" in text and "H100/H200 (sm_90a)" in text and "paged-tma" in text
+    plans = json.loads((tmp_path / "decode.json").read_text())
+    assert [p["layout"] for p in plans] == ["paged", "paged-tma"]
+    assert (tmp_path / "decode.txt").read_text() in text
+    for argv, message in ((["--op", "decode", "-o", str(tmp_path)], "needs --seqlen-k"),
+                          (["--page-size", "64", "-o", str(tmp_path)], "are for --op decode"),
+                          (["--op", "decode", "--seqlen-k", "10", "--heads", "6", "--heads-kv", "4", "-o",
+                            str(tmp_path)], "heads_q must be a multiple of heads_kv")):
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert message in capsys.readouterr().err
