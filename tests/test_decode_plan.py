@@ -124,6 +124,8 @@ def test_command_line(tmp_path, capsys):
     plans = json.loads((tmp_path / "decode.json").read_text())
     assert [p["layout"] for p in plans] == ["paged", "paged-tma"]
     assert (tmp_path / "decode.txt").read_text() in text
+    assert all((tmp_path / f"decode_plan_{arch}.{ext}").stat().st_size > 0 for arch in ("sm80", "sm90a")
+               for ext in ("png", "svg"))
     for argv, message in ((["--op", "decode", "-o", str(tmp_path)], "needs --seqlen-k"),
                           (["--page-size", "64", "-o", str(tmp_path)], "are for --op decode"),
                           (["--op", "decode", "--seqlen-k", "10", "--heads", "6", "--heads-kv", "4", "-o",

@@ -197,9 +197,89 @@ def decode_text(p):
     return "\n".join(lines) + "\n"
 
 
-def explain_decode(dtype, head_dim, out_dir, batch, heads_q, heads_kv, seqlen_q, seqlen_k, page_size=None):
-    """Write decode.txt and decode.json (the plan on every device flashcute.explain models) into out_dir; returns
-    {"plans": [...], "files": [...]}."""
+MAX_WAVES_DRAWN = 12
+
+
+def draw_decode_plan(p, out_dir, stem):
+    """Three panels: the grid's CTAs over the SMs' slots wave by wave (a thin last wave leaves SMs idle), one
+    sequence's keys cut into splits (and K/V blocks), and one Q block's rows (the GQA group packed) with, on the
+    key-split tile, the key slice each warp takes of a block."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    from .draw import _save
+
+    t = p["tile"]
+    fig, (ax_waves, ax_keys, ax_rows) = plt.subplots(3, 1, figsize=(13, 7.5),
+                                                     gridspec_kw={"height_ratios": (3, 1, 1.4)})
+    slots = round(p["grid_ctas"] / p["waves"]) if p["grid_ctas"] else 1
+    waves = math.ceil(p["waves"]) if p["grid_ctas"] else 0
+    drawn = list(range(min(waves, MAX_WAVES_DRAWN - 1))) + ([waves - 1] if waves >= MAX_WAVES_DRAWN else [])
+    for row, wave in enumerate(drawn):
+        busy = min(slots, p["grid_ctas"] - wave * slots)
+        ax_waves.add_patch(Rectangle((0, row), busy, 0.8, facecolor="#3182bd" if busy == slots else "#fd8d3c"))
+        ax_waves.add_patch(Rectangle((busy, row), slots - busy, 0.8, facecolor="white", edgecolor="#bbbbbb",
+                                     hatch="///", lw=0.5))
+        ax_waves.text(slots + 2, row + 0.4, f"wave {wave + 1}: {busy} of {slots}", va="center", fontsize=7)
+    ax_waves.set_xlim(0, slots * 1.18)
+    ax_waves.set_ylim(max(len(drawn), 1), 0)
+    ax_waves.set_yticks([])
+    ax_waves.set_xlabel(f"CTA slots: {p['ctas_per_sm']} per SM x SMs")
+    ax_waves.set_title(f"{p['dtype']} hdim{p['head_dim']} on {p['device']}: grid ({' x '.join(map(str, p['grid']))}) "
+                       f"= {p['grid_ctas']} CTAs, {p['waves']:.2f} waves"
+                       + (f" (waves {MAX_WAVES_DRAWN} to {waves - 1} not drawn)" if waves > MAX_WAVES_DRAWN else ""),
+                       fontsize=9)
+
+    keys = max(p["seqlen_k"], 1)
+    colors = plt.get_cmap("tab20").colors
+    for split in range(p["num_splits"]):
+        start = split * p["keys_per_split"]
+        width = min(p["keys_per_split"], p["seqlen_k"] - start)
+        if width > 0:
+            ax_keys.add_patch(Rectangle((start, 0), width, 1, facecolor=colors[split % 20], edgecolor="black", lw=0.5))
+            if p["num_splits"] <= 32:
+                ax_keys.text(start + width / 2, 0.5, str(split), ha="center", va="center", fontsize=6)
+    if p["kv_blocks"] <= 128:
+        for block in range(1, p["kv_blocks"]):
+            ax_keys.axvline(block * t["block_n"], color="white", lw=0.4)
+    ax_keys.set_xlim(0, keys)
+    ax_keys.set_yticks([])
+    ax_keys.set_xlabel(f"keys of one sequence: {p['num_splits']} split(s) of {p['blocks_per_split']} blocks of "
+                       f"{t['block_n']} keys; each split is one CTA per (Q block, K/V head, batch)"
+                       + ("" if p["page_size"] is None else f"; {p['layout']} pages of {p['page_size']} rows"))
+
+    group = p["group"]
+    for row in range(t["block_m"]):
+        used = row < p["rows_per_kv_head"]
+        ax_rows.add_patch(Rectangle((row, 0), 1, 1, facecolor=colors[(row % group) % 20] if used else "white",
+                                    edgecolor="#888888", lw=0.4, hatch=None if used else "///"))
+        if used and t["block_m"] <= 32:
+            ax_rows.text(row + 0.5, 0.5, f"q{row // group}\nh{row % group}", ha="center", va="center", fontsize=5)
+    if t["key_slices"] > 1:
+        scale = t["block_m"] / t["block_n"]  # one block's keys drawn beside the rows, to the rows' width
+        for warp in range(t["key_slices"]):
+            x = t["block_m"] + 2 + warp * t["keys_per_slice"] * scale
+            ax_rows.add_patch(Rectangle((x, 0), t["keys_per_slice"] * scale, 1, facecolor=colors[(2 * warp + 1) % 20],
+                                        edgecolor="black", lw=0.5))
+            ax_rows.text(x + t["keys_per_slice"] * scale / 2, 0.5, f"warp {warp}\n{t['keys_per_slice']} keys",
+                         ha="center", va="center", fontsize=6)
+        ax_rows.set_xlim(0, 2 * t["block_m"] + 2)
+    else:
+        ax_rows.set_xlim(0, t["block_m"])
+    ax_rows.set_xticks([])
+    ax_rows.set_yticks([])
+    ax_rows.set_xlabel(f"one Q block: {t['block_m']} rows, row r = query r / {group} of head r % {group} of the "
+                       f"K/V head's group" + ("; right: one K/V block's keys, one slice per warp"
+                                              if t["key_slices"] > 1 else f"; {t['warps']} warps of "
+                                              f"{t['block_m'] // t['warps']} rows"))
+    fig.tight_layout()
+    return _save(fig, Path(out_dir), stem)
+
+
+def explain_decode(dtype, head_dim, out_dir, batch, heads_q, heads_kv, seqlen_q, seqlen_k, page_size=None,
+                   pictures=True):
+    """Write decode.txt and decode.json (the plan on every device flashcute.explain models) and, with pictures, a
+    decode_plan_<device> drawing per device into out_dir; returns {"plans": [...], "files": [...]}."""
     plans = [decode_plan(dtype, head_dim, batch, heads_q, heads_kv, seqlen_q, seqlen_k, page_size, device)
              for device in DEVICES["sm80"]]
     out_dir = Path(out_dir)
@@ -207,4 +287,9 @@ def explain_decode(dtype, head_dim, out_dir, batch, heads_q, heads_kv, seqlen_q,
     text, data = out_dir / "decode.txt", out_dir / "decode.json"
     text.write_text("\n".join(decode_text(p) for p in plans))
     data.write_text(json.dumps(plans, indent=1))
-    return {"plans": plans, "files": [str(text), str(data)]}
+    files = [str(text), str(data)]
+    if pictures:
+        for device, plan in zip(DEVICES["sm80"], plans):
+            stem = f"decode_plan_{device.target.replace('sm_', 'sm')}"
+            files += [str(f) for f in draw_decode_plan(plan, out_dir, stem)]
+    return {"plans": plans, "files": files}
