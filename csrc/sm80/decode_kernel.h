@@ -14,11 +14,11 @@
 #include "common/block_range.h"
 #include "common/params.h"
 #include "common/seqlen.h"
+#include "sm80/decode_plan.h"
 #include "sm80/epilogue.h"
 #include "sm80/gemm.h"
 #include "sm80/gmem.h"
 #include "sm80/kernel_traits.h"
-#include "sm80/decode_plan.h"
 #include "sm80/mainloop.h"
 #include "sm80/paged_tma.h"
 

@@ -1,6 +1,6 @@
 // Launch template of the SM80 decode kernels (decode_kernel.h): append (when new keys come), split-KV forward
-// over a grid (Q blocks x splits, heads, batch), combine. Also the split count, for callers that leave it to the
-// kernel.
+// over a grid (Q blocks x splits, heads, batch), combine. Also the split count (decode_plan.h's rules), for callers
+// that leave it to the kernel.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,6 +9,7 @@
 #include "common/params.h"
 #include "instantiations/kernel_table.h"
 #include "sm80/decode_kernel.h"
+#include "sm80/decode_plan.h"
 #include "sm80/kernel_traits.h"
 
 namespace flashcute::sm80 {

@@ -139,7 +139,7 @@ def decode_plan(dtype, head_dim, batch, heads_q, heads_kv, seqlen_q, seqlen_k, p
         "blocks_per_split": blocks_per_split, "keys_per_split": blocks_per_split * cfg.block_n,
         "ctas_per_sm": resident, "smem_used_bytes": used,
         "smem_launch_bytes": launch_smem_bytes(device.smem_per_sm, used, resident),
-        "grid": [m_blocks * splits, heads_kv, batch], "grid_ctas": grid_ctas,
+        "grid": [m_blocks * splits, heads_kv, batch], "grid_ctas": grid_ctas, "slots": resident * device.num_sms,
         "waves": grid_ctas / (resident * device.num_sms),
         "combine": splits > 1,
         "workspace_bytes": splits * out_rows * (cfg.head_dim + 1) * 4 if splits > 1 else 0,
@@ -212,8 +212,7 @@ def draw_decode_plan(p, out_dir, stem):
     t = p["tile"]
     fig, (ax_waves, ax_keys, ax_rows) = plt.subplots(3, 1, figsize=(13, 7.5),
                                                      gridspec_kw={"height_ratios": (3, 1, 1.4)})
-    slots = round(p["grid_ctas"] / p["waves"]) if p["grid_ctas"] else 1
-    waves = math.ceil(p["waves"]) if p["grid_ctas"] else 0
+    slots, waves = p["slots"], math.ceil(p["waves"])
     drawn = list(range(min(waves, MAX_WAVES_DRAWN - 1))) + ([waves - 1] if waves >= MAX_WAVES_DRAWN else [])
     for row, wave in enumerate(drawn):
         busy = min(slots, p["grid_ctas"] - wave * slots)
