@@ -761,6 +761,17 @@ def config_for(kernel, dtype, key_split=False):
                       kernel.variant == "noncausal-longk")
 
 
+def shipped_kernel(op, arch, dtype, head_dim, what):
+    """kernel_table's single-variant row for (op, arch, head_dim) after checking dtype and head_dim; ValueError
+    naming the choices otherwise (``what``: the kernel as the message names it)."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    shipped = kernel_table.head_dims(op, arch)
+    if head_dim not in shipped:
+        raise ValueError(f"head_dim must be one of {shipped} for {what}, got {head_dim!r}")
+    return kernel_table.find(op, arch, head_dim, "all")
+
+
 def shipped_configs(arch=None):
     """Every shipped forward configuration (of one arch, or all): kernel_table's rows, dtype by dtype."""
     if arch not in (None, *ARCHS):

@@ -24,12 +24,8 @@ BWD_PICTURES = ("smem", "mma_tv")
 
 def bwd_config(dtype, head_dim):
     """The shipped SM90 backward configuration for (dtype, head_dim); ValueError naming the choices otherwise."""
-    if dtype not in kernel_configs.DTYPES:
-        raise ValueError(f"dtype must be one of {kernel_configs.DTYPES}, got {dtype!r}")
-    shipped = kernel_table.head_dims("bwd", "sm90")
-    if head_dim not in shipped:
-        raise ValueError(f"head_dim must be one of {shipped} for the SM90 backward, got {head_dim!r}")
-    return kernel_configs.config_for(kernel_table.find("bwd", "sm90", head_dim, "all"), dtype)
+    return kernel_configs.config_for(kernel_configs.shipped_kernel("bwd", "sm90", dtype, head_dim, "the SM90 backward"),
+                                     dtype)
 
 
 def bwd_summary(cfg):

@@ -11,7 +11,7 @@ import json
 import math
 from pathlib import Path
 
-from .. import kernel_configs, kernel_table
+from .. import kernel_configs
 from .occupancy import DEVICES
 
 LAYOUTS = ("contiguous", "paged", "paged-tma")
@@ -79,12 +79,7 @@ def plan_num_splits(ctas, n_blocks, block_n, layout, num_sms):
 
 def decode_tiles(dtype, head_dim):
     """(64-row tile, key-split tile): the decode kernel's two configurations for (dtype, head_dim)."""
-    if dtype not in kernel_configs.DTYPES:
-        raise ValueError(f"dtype must be one of {kernel_configs.DTYPES}, got {dtype!r}")
-    dims = kernel_table.head_dims("decode", "sm80")
-    if head_dim not in dims:
-        raise ValueError(f"head_dim must be one of {dims} for the decode kernel, got {head_dim!r}")
-    kernel = kernel_table.find("decode", "sm80", head_dim, "all")
+    kernel = kernel_configs.shipped_kernel("decode", "sm80", dtype, head_dim, "the decode kernel")
     return kernel_configs.config_for(kernel, dtype), kernel_configs.config_for(kernel, dtype, key_split=True)
 
 
