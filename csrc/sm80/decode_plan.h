@@ -60,19 +60,23 @@ inline int split_kv_smem_bytes(int smem_per_sm, int kernel_smem_bytes, int ctas_
 constexpr int kMaxSplits = 128;
 
 // The split count for `ctas` CTAs over n_blocks K/V blocks, ctas_per_sm of them resident per SM: none where the
-// CTAs fill most of one wave of the GPU; otherwise the fewest splits whose last wave is nearly as full as the best
-// count's (FlashAttention-2's rule, with a stricter bar: decoding is bound by memory, and an SM without a CTA reads
-// nothing), among counts that change the blocks per split.
-inline int choose_num_splits(int64_t ctas, int n_blocks, int num_sms, int ctas_per_sm) {
+// CTAs fill most of one wave of the GPU (with split_thin_tails, and their last wave is at least 0.8 full); otherwise
+// the fewest splits, up to split_cap, whose last wave is nearly as full as the best count's (FlashAttention-2's rule,
+// with a stricter bar: decoding is bound by memory, and an SM without a CTA reads nothing), among counts that change
+// the blocks per split.
+inline int choose_num_splits(int64_t ctas, int n_blocks, int num_sms, int ctas_per_sm, int split_cap = kMaxSplits,
+                             bool split_thin_tails = false) {
   int64_t const slots = int64_t(ctas_per_sm) * num_sms;
-  if (ctas <= 0 || n_blocks <= 1 || ctas * 5 >= slots * 4) { return 1; }
-  int const max_splits = int(std::min<int64_t>({kMaxSplits, slots, n_blocks}));
-  auto blocks_per_split = [&](int s) { return (n_blocks + s - 1) / s; };
-  auto distinct = [&](int s) { return s == 1 || blocks_per_split(s) != blocks_per_split(s - 1); };
   auto wave_fill = [&](int s) {
     double const waves = double(ctas * s) / double(slots);
     return waves / std::ceil(waves);
   };
+  if (ctas <= 0 || n_blocks <= 1 || (ctas * 5 >= slots * 4 && (!split_thin_tails || wave_fill(1) >= 0.8))) {
+    return 1;
+  }
+  int const max_splits = int(std::min<int64_t>({int64_t(split_cap), slots, n_blocks}));
+  auto blocks_per_split = [&](int s) { return (n_blocks + s - 1) / s; };
+  auto distinct = [&](int s) { return s == 1 || blocks_per_split(s) != blocks_per_split(s - 1); };
   double best = 0;
   for (int s = 1; s <= max_splits; ++s) {
     if (distinct(s)) { best = std::max(best, wave_fill(s)); }
@@ -88,9 +92,13 @@ inline int choose_num_splits(int64_t ctas, int n_blocks, int num_sms, int ctas_p
 // split further, keeping it.
 inline int plan_num_splits(int64_t ctas, int n_blocks, int block_n, KVLayout layout, int num_sms) {
   int const unsplit = split_kv_ctas_per_sm(layout, n_blocks, block_n, 1);
-  int const splits = choose_num_splits(ctas, n_blocks, num_sms, unsplit);
+  // Long shares alone on their SMs, in a grid whose last wave is mostly empty: split them too, into shares of at least
+  // kLongShareKeys / 2 keys (benchmarks/notes.md #d-decode-thin-tail-split).
+  bool const thin_tail = unsplit == 1;
+  int const cap = thin_tail ? std::max<int>(1, int64_t(n_blocks) * block_n / (kLongShareKeys / 2)) : kMaxSplits;
+  int const splits = choose_num_splits(ctas, n_blocks, num_sms, unsplit, cap, thin_tail);
   int const resident = split_kv_ctas_per_sm(layout, n_blocks, block_n, splits);
-  return resident == unsplit ? splits : choose_num_splits(ctas, n_blocks, num_sms, resident);
+  return resident == unsplit ? splits : choose_num_splits(ctas, n_blocks, num_sms, resident, cap, thin_tail);
 }
 
 }  // namespace flashcute::sm80

@@ -48,31 +48,36 @@ def launch_smem_bytes(smem_per_sm, kernel_bytes, resident):
     return max(kernel_bytes, smem_per_sm // (resident + 1) + 128)
 
 
-def choose_num_splits(ctas, n_blocks, num_sms, resident):
-    """choose_num_splits: none where the CTAs fill most of a wave; else the fewest splits whose last wave is at least
-    0.95 of the best fill, among counts that change the blocks per split."""
+def choose_num_splits(ctas, n_blocks, num_sms, resident, split_cap=MAX_SPLITS, split_thin_tails=False):
+    """choose_num_splits: none where the CTAs fill most of a wave (with split_thin_tails, and the last wave is at
+    least 0.8 full); else the fewest splits (up to split_cap) whose last wave is at least 0.95 of the best fill, among
+    counts that change the blocks per split."""
     slots = resident * num_sms
-    if ctas <= 0 or n_blocks <= 1 or ctas * 5 >= slots * 4:
-        return 1
-    max_splits = min(MAX_SPLITS, slots, n_blocks)
-
-    def distinct(s):
-        return s == 1 or -(-n_blocks // s) != -(-n_blocks // (s - 1))
 
     def wave_fill(s):
         waves = float(ctas * s) / float(slots)
         return waves / math.ceil(waves)
+
+    if ctas <= 0 or n_blocks <= 1 or (ctas * 5 >= slots * 4 and (not split_thin_tails or wave_fill(1) >= 0.8)):
+        return 1
+    max_splits = min(split_cap, slots, n_blocks)
+
+    def distinct(s):
+        return s == 1 or -(-n_blocks // s) != -(-n_blocks // (s - 1))
 
     best = max(wave_fill(s) for s in range(1, max_splits + 1) if distinct(s))
     return next((s for s in range(1, max_splits + 1) if distinct(s) and wave_fill(s) >= 0.95 * best), 1)
 
 
 def plan_num_splits(ctas, n_blocks, block_n, layout, num_sms):
-    """plan_num_splits: the split count at the residency it leads to (re-planned once if splitting changed it)."""
+    """plan_num_splits: the split count at the residency it leads to (re-planned once if splitting changed it); long
+    shares alone on their SMs in a grid with a thin last wave split too, into shares of at least 2048 keys."""
     unsplit = split_ctas_per_sm(layout, n_blocks, block_n, 1)
-    splits = choose_num_splits(ctas, n_blocks, num_sms, unsplit)
+    thin_tail = unsplit == 1
+    cap = max(1, n_blocks * block_n // (LONG_SHARE_KEYS // 2)) if thin_tail else MAX_SPLITS
+    splits = choose_num_splits(ctas, n_blocks, num_sms, unsplit, cap, thin_tail)
     resident = split_ctas_per_sm(layout, n_blocks, block_n, splits)
-    return splits if resident == unsplit else choose_num_splits(ctas, n_blocks, num_sms, resident)
+    return splits if resident == unsplit else choose_num_splits(ctas, n_blocks, num_sms, resident, cap, thin_tail)
 
 
 # ---- one problem -------------------------------------------------------------------------------------------------
