@@ -60,7 +60,7 @@ inline int split_kv_smem_bytes(int smem_per_sm, int kernel_smem_bytes, int ctas_
 constexpr int kMaxSplits = 128;
 
 // The split count for `ctas` CTAs over n_blocks K/V blocks, ctas_per_sm of them resident per SM: none where the
-// CTAs fill most of one wave of the GPU (with split_thin_tails, and their last wave is at least 0.8 full); otherwise
+// CTAs fill most of one wave of the GPU (with split_thin_tails, and their last wave is at least 0.9 full); otherwise
 // the fewest splits, up to split_cap, whose last wave is nearly as full as the best count's (FlashAttention-2's rule,
 // with a stricter bar: decoding is bound by memory, and an SM without a CTA reads nothing), among counts that change
 // the blocks per split.
@@ -71,7 +71,7 @@ inline int choose_num_splits(int64_t ctas, int n_blocks, int num_sms, int ctas_p
     double const waves = double(ctas * s) / double(slots);
     return waves / std::ceil(waves);
   };
-  if (ctas <= 0 || n_blocks <= 1 || (ctas * 5 >= slots * 4 && (!split_thin_tails || wave_fill(1) >= 0.8))) {
+  if (ctas <= 0 || n_blocks <= 1 || (ctas * 5 >= slots * 4 && (!split_thin_tails || wave_fill(1) >= 0.9))) {
     return 1;
   }
   int const max_splits = int(std::min<int64_t>({int64_t(split_cap), slots, n_blocks}));
@@ -92,8 +92,8 @@ inline int choose_num_splits(int64_t ctas, int n_blocks, int num_sms, int ctas_p
 // split further, keeping it.
 inline int plan_num_splits(int64_t ctas, int n_blocks, int block_n, KVLayout layout, int num_sms) {
   int const unsplit = split_kv_ctas_per_sm(layout, n_blocks, block_n, 1);
-  // Long shares alone on their SMs, in a grid whose last wave is mostly empty: split them too, into shares of at least
-  // kLongShareKeys / 2 keys (benchmarks/notes.md #d-decode-thin-tail-split).
+  // Long shares alone on their SMs, in a grid whose last wave is below 0.9 full: split them too, into shares of at
+  // least kLongShareKeys / 2 keys (benchmarks/notes.md #d-decode-thin-tail-split, #d-decode-thin-tail-bar).
   bool const thin_tail = unsplit == 1;
   int const cap = thin_tail ? std::max<int>(1, int64_t(n_blocks) * block_n / (kLongShareKeys / 2)) : kMaxSplits;
   int const splits = choose_num_splits(ctas, n_blocks, num_sms, unsplit, cap, thin_tail);

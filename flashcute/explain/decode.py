@@ -50,7 +50,7 @@ def launch_smem_bytes(smem_per_sm, kernel_bytes, resident):
 
 def choose_num_splits(ctas, n_blocks, num_sms, resident, split_cap=MAX_SPLITS, split_thin_tails=False):
     """choose_num_splits: none where the CTAs fill most of a wave (with split_thin_tails, and the last wave is at
-    least 0.8 full); else the fewest splits (up to split_cap) whose last wave is at least 0.95 of the best fill, among
+    least 0.9 full); else the fewest splits (up to split_cap) whose last wave is at least 0.95 of the best fill, among
     counts that change the blocks per split."""
     slots = resident * num_sms
 
@@ -58,7 +58,7 @@ def choose_num_splits(ctas, n_blocks, num_sms, resident, split_cap=MAX_SPLITS, s
         waves = float(ctas * s) / float(slots)
         return waves / math.ceil(waves)
 
-    if ctas <= 0 or n_blocks <= 1 or (ctas * 5 >= slots * 4 and (not split_thin_tails or wave_fill(1) >= 0.8)):
+    if ctas <= 0 or n_blocks <= 1 or (ctas * 5 >= slots * 4 and (not split_thin_tails or wave_fill(1) >= 0.9)):
         return 1
     max_splits = min(split_cap, slots, n_blocks)
 
