@@ -27,10 +27,7 @@ TOOL = ROOT / "csrc" / "tools" / "print_decode_plans.cpp"
 
 @lru_cache(maxsize=None)
 def tool():
-    try:
-        return oracle.build_file(TOOL, [ROOT / "csrc"], [ROOT / "csrc" / "sm80" / "decode_plan.h"])
-    except (oracle.OracleUnavailable, RuntimeError) as e:
-        pytest.fail(f"cannot build csrc/tools/print_decode_plans.cpp: {e}")
+    return oracle.build_file_or_fail(TOOL, [ROOT / "csrc"], [ROOT / "csrc" / "sm80" / "decode_plan.h"])
 
 
 def ask(questions):

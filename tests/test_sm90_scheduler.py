@@ -27,10 +27,7 @@ HEADERS = [ROOT / "csrc" / "sm90" / "tile_scheduler.h", ROOT / "csrc" / "common"
 
 @lru_cache(maxsize=None)
 def enumerate_binary():
-    try:
-        return oracle.build_file(PROGRAM, [ROOT / "csrc"], HEADERS)
-    except (oracle.OracleUnavailable, RuntimeError) as e:
-        pytest.fail(f"cannot build {PROGRAM.relative_to(ROOT)}: {e}")
+    return oracle.build_file_or_fail(PROGRAM, [ROOT / "csrc"], HEADERS)
 
 
 def walk(causal, block_m, batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim=128, num_sms=132, lengths=None):

@@ -515,6 +515,17 @@ def build_file(path, include_dirs=(), depends=(), extra_flags=(), priority=50):
     return _build_once(binary, compile_to, label, priority)
 
 
+def build_file_or_fail(path, include_dirs=(), depends=(), extra_flags=()):
+    """``build_file(...)`` for a test: a missing toolchain or a compile error fails the calling test, naming the
+    program and what went wrong."""
+    try:
+        return build_file(path, include_dirs, depends, extra_flags)
+    except (OracleUnavailable, RuntimeError) as e:
+        import pytest
+
+        pytest.fail(f"cannot build {Path(path).name} host-only: {e}")
+
+
 def prefetch_file(path, include_dirs=(), depends=(), extra_flags=(), priority=50):
     """Queue ``build_file(...)`` without waiting for it."""
     binary, compile_to, label = _file_build(path, include_dirs, depends, extra_flags)
