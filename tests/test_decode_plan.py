@@ -40,7 +40,7 @@ def ask(questions):
 NUM_SMS = sorted({device.num_sms for device in DEVICES["sm80"]} | {1, 80})
 BLOCK_N = (64, 128, 256)
 N_BLOCKS = (0, 1, 2, 3, 7, 16, 31, 32, 33, 100, 255, 256, 257, 1000, 2048, 4096, 8192)
-CTAS = (1, 2, 7, 8, 26, 64, 86, 87, 100, 105, 106, 128, 131, 132, 200, 264, 512, 1024, 4096)
+CTAS = (1, 2, 7, 8, 26, 64, 86, 87, 100, 105, 106, 128, 131, 132, 136, 200, 264, 320, 512, 544, 1024, 4096)
 
 
 def test_split_count_and_residency_equal_cxx():
@@ -94,6 +94,13 @@ def test_plans_of_the_issue_shapes():
     assert (p["ctas_per_sm"], p["num_splits"]) == (2, 1)
     p = decode.decode_plan("fp16", 128, 1, 32, 8, 1, 512 * 1024, page_size=16, device=h100)
     assert (p["layout"], p["ctas_per_sm"]) == ("paged", 2)
+    # Batch 17 (GQA 32 / 8, 32k keys): 136 long shares, one per SM, would leave a last wave of 4 CTAs; split into
+    # shares of at least 2048 keys, two per SM, the grid's last wave is full to at least 0.9 of the best split's.
+    p = decode.decode_plan("bf16", 128, 17, 32, 8, 1, 32 * 1024, device=h100)
+    assert (p["ctas_unsplit"], p["num_splits"], p["ctas_per_sm"]) == (136, 9, 2) and p["keys_per_split"] >= 2048
+    # MHA batch 10 at 64k: 320 long shares fill 2.42 waves (last wave 0.42 full, 0.81 overall): two splits.
+    p = decode.decode_plan("bf16", 128, 10, 32, 32, 1, 64 * 1024, device=h100)
+    assert (p["ctas_unsplit"], p["num_splits"], p["ctas_per_sm"]) == (320, 2, 1)
     # No key at all: one split, nothing read.
     p = decode.decode_plan("bf16", 64, 2, 8, 8, 1, 0, device=h100)
     assert (p["kv_blocks"], p["num_splits"], p["kv_bytes"]) == (0, 1, 0)
