@@ -98,6 +98,11 @@ def test_plans_of_the_issue_shapes():
     # shares of at least 2048 keys, two per SM, the grid's last wave is full to at least 0.9 of the best split's.
     p = decode.decode_plan("bf16", 128, 17, 32, 8, 1, 32 * 1024, device=h100)
     assert (p["ctas_unsplit"], p["num_splits"], p["ctas_per_sm"]) == (136, 9, 2) and p["keys_per_split"] >= 2048
+    # Batch 17 at 4k keys: just past one wave, so each 4096-key share may split four ways (2048-key halves, 272 CTAs
+    # on 264 slots, would leave the same thin tail): thirds, two per SM. Batch 24 (1.45 waves) stays whole.
+    p = decode.decode_plan("bf16", 128, 17, 32, 8, 1, 4096, device=h100)
+    assert (p["num_splits"], p["ctas_per_sm"]) == (3, 2)
+    assert decode.decode_plan("bf16", 128, 24, 32, 8, 1, 4096, device=h100)["num_splits"] == 1
     # MHA batch 10 at 64k: 320 long shares fill 2.42 waves (last wave 0.42 full, 0.81 overall): two splits.
     p = decode.decode_plan("bf16", 128, 10, 32, 32, 1, 64 * 1024, device=h100)
     assert (p["ctas_unsplit"], p["num_splits"], p["ctas_per_sm"]) == (320, 2, 1)

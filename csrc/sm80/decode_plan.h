@@ -93,9 +93,14 @@ inline int choose_num_splits(int64_t ctas, int n_blocks, int num_sms, int ctas_p
 inline int plan_num_splits(int64_t ctas, int n_blocks, int block_n, KVLayout layout, int num_sms) {
   int const unsplit = split_kv_ctas_per_sm(layout, n_blocks, block_n, 1);
   // Long shares alone on their SMs, in a grid whose last wave is below 0.9 full: split them too, into shares of at
-  // least kLongShareKeys / 2 keys (benchmarks/notes.md #d-decode-thin-tail-split, #d-decode-thin-tail-bar).
+  // least kLongShareKeys / 2 keys; in a grid just past one wave (its second under a quarter full), into up to four,
+  // so that shorter caches reach the two-per-SM thirds that refill it (benchmarks/notes.md #d-decode-thin-tail-split,
+  // #d-decode-thin-tail-bar, #d-decode-just-past-a-wave).
   bool const thin_tail = unsplit == 1;
-  int const cap = thin_tail ? std::max<int>(1, int64_t(n_blocks) * block_n / (kLongShareKeys / 2)) : kMaxSplits;
+  bool const just_past_a_wave = ctas > num_sms && ctas * 4 < int64_t(num_sms) * 5;
+  int const cap = thin_tail ? int(std::max<int64_t>(just_past_a_wave ? 4 : 1,
+                                                    int64_t(n_blocks) * block_n / (kLongShareKeys / 2)))
+                            : kMaxSplits;
   int const splits = choose_num_splits(ctas, n_blocks, num_sms, unsplit, cap, thin_tail);
   int const resident = split_kv_ctas_per_sm(layout, n_blocks, block_n, splits);
   return resident == unsplit ? splits : choose_num_splits(ctas, n_blocks, num_sms, resident, cap, thin_tail);

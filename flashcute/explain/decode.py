@@ -71,10 +71,12 @@ def choose_num_splits(ctas, n_blocks, num_sms, resident, split_cap=MAX_SPLITS, s
 
 def plan_num_splits(ctas, n_blocks, block_n, layout, num_sms):
     """plan_num_splits: the split count at the residency it leads to (re-planned once if splitting changed it); long
-    shares alone on their SMs in a grid with a thin last wave split too, into shares of at least 2048 keys."""
+    shares alone on their SMs in a grid with a thin last wave split too, into shares of at least 2048 keys, or into up
+    to four in a grid just past one wave."""
     unsplit = split_ctas_per_sm(layout, n_blocks, block_n, 1)
     thin_tail = unsplit == 1
-    cap = max(1, n_blocks * block_n // (LONG_SHARE_KEYS // 2)) if thin_tail else MAX_SPLITS
+    just_past_a_wave = num_sms < ctas and ctas * 4 < num_sms * 5
+    cap = max(4 if just_past_a_wave else 1, n_blocks * block_n // (LONG_SHARE_KEYS // 2)) if thin_tail else MAX_SPLITS
     splits = choose_num_splits(ctas, n_blocks, num_sms, unsplit, cap, thin_tail)
     resident = split_ctas_per_sm(layout, n_blocks, block_n, splits)
     return splits if resident == unsplit else choose_num_splits(ctas, n_blocks, num_sms, resident, cap, thin_tail)
