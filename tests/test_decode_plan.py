@@ -130,6 +130,7 @@ def test_command_line(tmp_path, capsys):
                  "--seqlen-k", "131072", "--page-size", "64", "-o", str(tmp_path)]) == 0
     text = capsys.readouterr().out
     assert "A100 (sm_80)" in text and "H100/H200 (sm_90a)" in text and "paged-tma" in text
+    assert "Unsplit, 64 CTAs at 1 per SM would fill 0.48 waves (48% of their slots): less than 0.8 of a wave" in text
     plans = json.loads((tmp_path / "decode.json").read_text())
     assert [p["layout"] for p in plans] == ["paged", "paged-tma"]
     assert (tmp_path / "decode.txt").read_text() in text

@@ -123,6 +123,7 @@ def decode_plan(dtype, head_dim, batch, heads_q, heads_kv, seqlen_q, seqlen_k, p
     ctas = m_blocks * heads_kv * batch
     splits = plan_num_splits(ctas, n_blocks, cfg.block_n, layout, device.num_sms)
     resident = split_ctas_per_sm(layout, n_blocks, cfg.block_n, splits)
+    unsplit_resident = split_ctas_per_sm(layout, n_blocks, cfg.block_n, 1)
     kv_buffer = cfg.smem_kv_elems * cfg.element_bytes
     used = kernel_smem_bytes(cfg.smem_bytes, kv_buffer, cfg.block_n, layout)
     blocks_per_split = -(-n_blocks // splits) if n_blocks else 0
@@ -139,7 +140,8 @@ def decode_plan(dtype, head_dim, batch, heads_q, heads_kv, seqlen_q, seqlen_k, p
         "row_packing": [{"row": r, "query": r // group, "head": r % group} for r in range(min(rows, cfg.block_m))],
         "layout": layout, "kv_blocks": n_blocks, "ctas_unsplit": ctas, "num_splits": splits,
         "blocks_per_split": blocks_per_split, "keys_per_split": blocks_per_split * cfg.block_n,
-        "ctas_per_sm": resident, "smem_used_bytes": used,
+        "ctas_per_sm": resident, "unsplit_ctas_per_sm": unsplit_resident,
+        "unsplit_waves": ctas / (unsplit_resident * device.num_sms), "smem_used_bytes": used,
         "smem_launch_bytes": launch_smem_bytes(device.smem_per_sm, used, resident),
         "grid": [m_blocks * splits, heads_kv, batch], "grid_ctas": grid_ctas, "slots": resident * device.num_sms,
         "waves": grid_ctas / (resident * device.num_sms),
@@ -155,6 +157,23 @@ def _bytes(n):
         if n >= scale:
             return f"{n / scale:.3g} {unit}"
     return f"{n} B"
+
+
+def _split_reason(p):
+    """Why plan_num_splits chose the count: the unsplit grid's waves against the rule's bars."""
+    waves, resident = p["unsplit_waves"], p["unsplit_ctas_per_sm"]
+    fill = waves / math.ceil(waves) if waves else 0
+    unsplit = (f"Unsplit, {p['ctas_unsplit']} CTAs at {resident} per SM would fill {waves:.2f} waves "
+               f"({fill:.0%} of their slots)")
+    if p["num_splits"] == 1:
+        if p["kv_blocks"] <= 1:
+            return f"{unsplit}; {p['kv_blocks']} K/V block(s): nothing to split."
+        return f"{unsplit}: no split the rule allows fills them better."
+    if resident == 1 and waves >= 0.8:
+        return (f"{unsplit}: each CTA streams its whole sequence alone on its SM, so a grid below 90% is split too, "
+                f"into shares of at least {LONG_SHARE_KEYS // 2} keys (up to four per sequence just past one wave).")
+    return (f"{unsplit}: less than 0.8 of a wave, so the keys split: the fewest splits whose waves are within 0.95 "
+            f"of the best fill.")
 
 
 def decode_text(p):
@@ -184,6 +203,7 @@ def decode_text(p):
                  + f"; {t['kv_stages']} K/V stage(s).")
     lines += ["", f"Split: {p['kv_blocks']} K/V blocks per sequence; {p['ctas_unsplit']} CTAs before splitting; "
                   f"{p['num_splits']} split(s) of {p['blocks_per_split']} blocks ({p['keys_per_split']} keys) each.",
+              _split_reason(p),
               f"Grid ({' x '.join(map(str, p['grid']))}) = {p['grid_ctas']} CTAs at {p['ctas_per_sm']} per SM: "
               f"{p['waves']:.2f} waves.",
               f"Shared memory: {p['smem_used_bytes']} B used, launched with {p['smem_launch_bytes']} B so that "
