@@ -14,6 +14,7 @@
 #include "common/block_range.h"
 #include "common/params.h"
 #include "common/seqlen.h"
+#include "common/utils.h"
 #include "sm80/decode_plan.h"
 #include "sm80/epilogue.h"
 #include "sm80/gemm.h"
@@ -145,6 +146,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, kDecodeMaxCtasPerSm)
   int const bidb = blockIdx.z;
   int const bidh_kv = bidh * group / (params.heads_q / params.heads_kv);
   int const tidx = threadIdx.x;
+  allow_dependent_grids();  // the combine kernel may start (decode_launch.h); it waits for this grid's partials
   DecodeSeqInfo const seq(params, bidb);
   int const q_row_end = rows - m_block * kBlockM;
 
@@ -232,6 +234,7 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_kernel(__grid_cons
   int const group = params.pack_group;
   int64_t const accum_row = (int64_t(b) * (params.heads_q / group) + h / group) * (params.seqlen_q * group) +
                             i * group + h % group;
+  wait_for_prior_grid();  // launched programmatically after the split-KV kernel: its partials complete
 
   // (num_splits) LSEs and (num_splits, kHeadDim) partial O of this row.
   Tensor gLSEaccum = make_tensor(make_gmem_ptr(params.lse_accum_ptr + accum_row), make_shape(params.num_splits),

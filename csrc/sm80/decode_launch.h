@@ -122,8 +122,14 @@ struct DecodeKernel {
     if (out_rows == 0) { return; }  // an append without queries
     with_kernel(params, [&](auto split_kv) { launch_split_kv<decltype(split_kv)>(params, stream); });
     if (params.num_splits > 1) {  // one split wrote O and LSE itself
-      combine_kernel<Element, kHeadDim>
-          <<<unsigned((out_rows + kCombineWarps - 1) / kCombineWarps), kCombineWarps * 32, 0, stream>>>(params);
+      dim3 const grid(unsigned((out_rows + kCombineWarps - 1) / kCombineWarps));
+      dim3 const block(kCombineWarps * 32);
+      // On Hopper on, the combine's launch and index arithmetic overlap the split-KV kernel's last wave.
+      if (params.arch >= 90) {
+        launch_after_prior_grid_starts(&combine_kernel<Element, kHeadDim>, grid, block, 0, stream, params);
+      } else {
+        combine_kernel<Element, kHeadDim><<<grid, block, 0, stream>>>(params);
+      }
     }
   }
 
