@@ -38,37 +38,43 @@ __device__ inline int64_t cache_row_offset(DecodeParams const& p, int b, int key
   return page * batch_stride + int64_t(key % p.page_size) * row_stride;
 }
 
-// Grid (seqlen_new, batch); the CTA's threads stride over the 16-byte vectors of a row's heads: row i of k_new /
-// v_new goes to key cache_seqlens[b] + i of the cache when that is below the capacity (seqlen_k).
+// Grid (vector blocks x seqlen_new, batch, 2: K then V), kAppendThreads threads: each thread copies one 16-byte
+// vector of a row's heads, so a row's loads are all in flight at once (a loop over them waits for each load before
+// its store, which may alias it). Row i of k_new / v_new goes to key cache_seqlens[b] + i of the cache when that is
+// below the capacity (seqlen_k).
+constexpr int kAppendThreads = 128;
 template <class Element>
-__global__ void append_kv_kernel(__grid_constant__ DecodeParams const params) {
+__host__ __device__ inline int append_vector_blocks(DecodeParams const& params) {
+  int const vectors = params.heads_kv * (params.head_dim * int(sizeof(Element)) / 16);
+  return (vectors + kAppendThreads - 1) / kAppendThreads;
+}
+
+template <class Element>
+__global__ void __launch_bounds__(kAppendThreads) append_kv_kernel(__grid_constant__ DecodeParams const params) {
   constexpr int kVec = 16 / sizeof(Element);
-  int const i = blockIdx.x;
+  int const vector_blocks = append_vector_blocks<Element>(params);
+  int const i = blockIdx.x / vector_blocks;
   int const b = blockIdx.y;
+  bool const is_v = blockIdx.z == 1;
   int const start = max(params.cache_seqlens[b], 0);
-  if (i == 0 && threadIdx.x == 0) {
+  if (blockIdx.x == 0 && !is_v && threadIdx.x == 0) {
     params.seqlens_k_new[b] = min(start + params.seqlen_new, params.seqlen_k);
   }
   int const key = start + i;
-  if (key >= params.seqlen_k) { return; }
   int const vecs_per_head = params.head_dim / kVec;
-  auto row_copy = [&](void const* src_base, int64_t src_offset, int64_t src_head_stride, void* dst_base,
-                      int64_t dst_offset, int64_t dst_head_stride) {
-    // (heads_kv, head_dim / kVec) 16-byte vectors of one row, source and destination.
-    auto const* src_row = reinterpret_cast<uint128_t const*>(static_cast<Element const*>(src_base) + src_offset);
-    auto* dst_row = reinterpret_cast<uint128_t*>(static_cast<Element*>(dst_base) + dst_offset);
-    Tensor src = make_tensor(make_gmem_ptr(src_row), make_shape(params.heads_kv, vecs_per_head),
-                             make_stride(src_head_stride / kVec, _1{}));
-    Tensor dst = make_tensor(make_gmem_ptr(dst_row), make_shape(params.heads_kv, vecs_per_head),
-                             make_stride(dst_head_stride / kVec, _1{}));
-    for (int v = threadIdx.x; v < size(src); v += blockDim.x) { dst(v) = src(v); }
-  };
-  row_copy(params.k_new_ptr, b * params.k_new_batch_stride + i * params.k_new_row_stride, params.k_new_head_stride,
-           const_cast<void*>(params.k_ptr),
-           cache_row_offset(params, b, key, params.k_batch_stride, params.k_row_stride), params.k_head_stride);
-  row_copy(params.v_new_ptr, b * params.v_new_batch_stride + i * params.v_new_row_stride, params.v_new_head_stride,
-           const_cast<void*>(params.v_ptr),
-           cache_row_offset(params, b, key, params.v_batch_stride, params.v_row_stride), params.v_head_stride);
+  int const vector = (blockIdx.x % vector_blocks) * kAppendThreads + threadIdx.x;
+  if (key >= params.seqlen_k || vector >= params.heads_kv * vecs_per_head) { return; }
+  int const head = vector / vecs_per_head;
+  int const col = (vector % vecs_per_head) * kVec;
+  Element const* src = static_cast<Element const*>(is_v ? params.v_new_ptr : params.k_new_ptr) +
+                       b * (is_v ? params.v_new_batch_stride : params.k_new_batch_stride) +
+                       i * (is_v ? params.v_new_row_stride : params.k_new_row_stride) +
+                       head * (is_v ? params.v_new_head_stride : params.k_new_head_stride) + col;
+  Element* dst = static_cast<Element*>(const_cast<void*>(is_v ? params.v_ptr : params.k_ptr)) +
+                 (is_v ? cache_row_offset(params, b, key, params.v_batch_stride, params.v_row_stride)
+                       : cache_row_offset(params, b, key, params.k_batch_stride, params.k_row_stride)) +
+                 head * (is_v ? params.v_head_stride : params.k_head_stride) + col;
+  *reinterpret_cast<uint128_t*>(dst) = *reinterpret_cast<uint128_t const*>(src);
 }
 
 // What a split-KV kernel takes beside its params: the paged cache's tensor maps where it reads them by TMA.

@@ -116,7 +116,8 @@ struct DecodeKernel {
 
   static void launch(DecodeParams const& params, cudaStream_t stream) {
     if (params.k_new_ptr != nullptr && params.seqlen_new > 0) {
-      append_kv_kernel<Element><<<dim3(params.seqlen_new, params.batch), 128, 0, stream>>>(params);
+      dim3 const grid(append_vector_blocks<Element>(params) * params.seqlen_new, params.batch, 2);
+      append_kv_kernel<Element><<<grid, kAppendThreads, 0, stream>>>(params);
     }
     int64_t const out_rows = int64_t(params.batch) * params.heads_q * params.seqlen_q;
     if (out_rows == 0) { return; }  // an append without queries
