@@ -497,7 +497,6 @@ std::tuple<at::Tensor, at::Tensor> run_decode(char const* op, QKVShape const& s,
   params.smem_per_sm = device.smem_per_sm;
   params.arch = device.major * 10 + device.minor;
 
-  at::Tensor seqlens_k_new;
   if (cache != nullptr) {
     if (cache->block_table) {
       params.block_table = cache->block_table->data_ptr<int>();
@@ -510,14 +509,12 @@ std::tuple<at::Tensor, at::Tensor> run_decode(char const* op, QKVShape const& s,
     if (cache->k_new && cache->k_new->size(1) > 0) {
       at::Tensor const& k_new = *cache->k_new;
       at::Tensor const& v_new = *cache->v_new;
-      seqlens_k_new = at::empty({s.batch}, q.options().dtype(at::kInt));
       params.k_new_ptr = k_new.data_ptr(), params.v_new_ptr = v_new.data_ptr();
       set_strides(k_new, params.k_new_batch_stride, params.k_new_row_stride, params.k_new_head_stride);
       set_strides(v_new, params.v_new_batch_stride, params.v_new_row_stride, params.v_new_head_stride);
       params.seqlen_new = int(k_new.size(1));
       params.cache_seqlens = cache->cache_seqlens->data_ptr<int>();
-      params.seqlens_k_new = seqlens_k_new.data_ptr<int>();
-      params.seqused_k = params.seqlens_k_new;  // the attention sees the appended keys
+      params.seqused_k_appended = params.seqlen_new;  // the attention sees the appended keys
     }
     params.num_splits = int(cache->num_splits);
   }

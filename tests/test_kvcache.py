@@ -315,12 +315,14 @@ def test_kvcache_grid(library, page_size, heads, case, dtype, head_dim):
 
 
 @needs_cuda
-@pytest.mark.parametrize("seqlen_q, seqlen_new, causal", [(1, 1, False), (4, 4, True)])
+@pytest.mark.parametrize("seqlen_q, seqlen_new, causal", [(1, 1, False), (4, 4, True), (1, 3, True)])
 @pytest.mark.parametrize("page_size", [None, 64], ids=kind)
 @pytest.mark.parametrize("num_splits", [0, 1, 3, 64])
 def test_num_splits(library, num_splits, page_size, seqlen_q, seqlen_new, causal):
     """Automatic (0) and forced split counts over long caches; 64 is more splits than most sequences have key blocks
-    (empty splits), and sequences of 0 and 1 keys leave all but one split (or all) empty."""
+    (empty splits), and sequences of 0 and 1 keys leave all but one split (or all) empty. The split-KV kernel
+    copies new rows itself where they are no more than the queries (each into the split that reads it), else the
+    append kernel runs first (three rows for one query)."""
     skip_unless_decode_built(torch.bfloat16, 128)
     capacity = capacity_for(2000, page_size)
     seed = seed_for("kvcache-splits", num_splits, page_size, seqlen_q)
@@ -418,7 +420,7 @@ def test_strided_inputs(library, page_size, seqlen_q):
     check_kvcache(inputs, causal=seqlen_q > 1, softmax_scale=0.3)
 
 
-LEFTPAD_CASES = [(1, 0, False), (1, 1, True), (4, 3, True), (4, 0, False)]  # (seqlen_q, seqlen_new, causal)
+LEFTPAD_CASES = [(1, 0, False), (1, 1, True), (4, 3, True), (4, 0, False), (1, 3, True)]  # (sq, seqlen_new, causal)
 
 
 @needs_cuda

@@ -34,6 +34,9 @@ struct AttnParams {
   // Fixed-length decode (a contiguous cache): sequence b's keys start at row cache_leftpad[b] of its cache, the rows
   // before it being left padding (common/seqlen.h SeqInfoOf kMaybeSequsedFixed). Null otherwise.
   const int* __restrict__ cache_leftpad;
+  // Fixed-length decode with an in-place append: sequence b's keys end at max(seqused_k[b], 0) + seqused_k_appended
+  // (at most seqlen_k), the rows the call appends included. 0 otherwise.
+  int seqused_k_appended;
 
   int batch;
   int heads_q;
@@ -88,15 +91,16 @@ struct DecodeParams : FwdParams {
 
   // In-place append (null k_new_ptr: none): rows i < seqlen_new of k_new / v_new (batch, seqlen_new, heads_kv,
   // head_dim) go to key cache_seqlens[b] + i of the cache (k_ptr / v_ptr), where that is below seqlen_k (the
-  // capacity); the append writes min(cache_seqlens[b] + seqlen_new, seqlen_k) to seqlens_k_new, which the
-  // attention then reads as seqused_k.
+  // capacity); seqused_k is cache_seqlens and seqused_k_appended seqlen_new, so the attention sees them. The
+  // split-KV kernel copies them itself where append_in_split_kv (set by the plan: decode_launch.h
+  // SplitKVKernel::appends_itself), else an append kernel runs first.
   const void* __restrict__ k_new_ptr;
   const void* __restrict__ v_new_ptr;
   int64_t k_new_batch_stride, k_new_row_stride, k_new_head_stride;
   int64_t v_new_batch_stride, v_new_row_stride, v_new_head_stride;
   int seqlen_new;
   const int* __restrict__ cache_seqlens;
-  int* __restrict__ seqlens_k_new;
+  bool append_in_split_kv;
 };
 
 // The backward reads Q, K, V, O and the LSE of the base (O and the LSE as the forward wrote them) and dO, and

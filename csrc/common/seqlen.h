@@ -86,6 +86,17 @@ struct SeqInfoOf : std::conditional_t<kReadOnce, SequenceRowsHeld, NoSequenceRow
     return varlen() || fixed_cache_keys() ? seqlen_k() - seqlen_q() : params.causal_offset;
   }
 
+  // Fixed-length decode: the end of sequence b's keys in its cache (the rows the call appends included), and their
+  // first (0 but where left-padded).
+  __host__ __device__ int cache_keys_end() const {
+    if (params.seqused_k == nullptr) { return params.seqlen_k; }
+    return clamp_row(clamp_row(params.seqused_k[batch], params.seqlen_k) + params.seqused_k_appended, params.seqlen_k);
+  }
+  __host__ __device__ int cache_keys_start() const {
+    bool const left_padded = fixed_cache_keys() && params.cache_leftpad != nullptr;
+    return left_padded ? clamp_row(params.cache_leftpad[batch], cache_keys_end()) : 0;
+  }
+
   // Elements to this sequence's row 0 (head 0) of a tensor with Q's rows (Q, O, dO, dQ) or K's rows (K, V, dK, dV).
   __host__ __device__ int64_t q_rows_offset(int64_t batch_stride, int64_t row_stride) const {
     return varlen() ? int64_t(q_start()) * row_stride : batch * batch_stride;
@@ -183,14 +194,6 @@ struct SeqInfoOf : std::conditional_t<kReadOnce, SequenceRowsHeld, NoSequenceRow
   // A fixed-length batch whose sequences' keys are a range of their caches (seqused_k and / or cache_leftpad).
   __host__ __device__ bool fixed_cache_keys() const {
     return kMaybeSequsedFixed && !varlen() && (params.seqused_k != nullptr || params.cache_leftpad != nullptr);
-  }
-  // Fixed-length decode: the end of sequence b's keys in its cache, and their first (0 but where left-padded).
-  __host__ __device__ int cache_keys_end() const {
-    return params.seqused_k != nullptr ? clamp_row(params.seqused_k[batch], params.seqlen_k) : params.seqlen_k;
-  }
-  __host__ __device__ int cache_keys_start() const {
-    bool const left_padded = fixed_cache_keys() && params.cache_leftpad != nullptr;
-    return left_padded ? clamp_row(params.cache_leftpad[batch], cache_keys_end()) : 0;
   }
   __host__ __device__ static int clamp_row(int row, int total) { return row < 0 ? 0 : row < total ? row : total; }
 };

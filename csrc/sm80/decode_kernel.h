@@ -1,6 +1,7 @@
 // The SM80 decode kernels (common/params.h DecodeParams): few query rows against many keys, where one CTA per
 // (Q block, head, batch) would leave most SMs idle. Three stages, each its own kernel:
-//   append_kv_kernel  new K/V rows into the cache, in place (when the call brings some)
+//   append_kv_kernel  new K/V rows into the cache, in place, where the split-KV kernel does not copy them itself
+//                     (DecodeParams append_in_split_kv)
 //   split_kv_kernel   CTA (Q block, split, head, batch) runs the forward mainloop over its share of the K/V blocks
 //                     (contiguous, or paged: by cp.async, or by TMA on Hopper) and writes a partial O and LSE in
 //                     float32, or with one split the final O and LSE; where a (batch, K/V head) has few rows
@@ -38,32 +39,12 @@ __device__ inline int64_t cache_row_offset(DecodeParams const& p, int b, int key
   return page * batch_stride + int64_t(key % p.page_size) * row_stride;
 }
 
-// Grid (vector blocks x seqlen_new, batch, 2: K then V), kAppendThreads threads: each thread copies one 16-byte
-// vector of a row's heads, so a row's loads are all in flight at once (a loop over them waits for each load before
-// its store, which may alias it). Row i of k_new / v_new goes to key cache_seqlens[b] + i of the cache when that is
-// below the capacity (seqlen_k).
-constexpr int kAppendThreads = 128;
+// Copies vector `vector` (16 bytes) of new row i of K (is_v false) or V into the cache of sequence b; vectors number
+// heads_kv x head_dim / kVec per row, head-major.
 template <class Element>
-__host__ __device__ inline int append_vector_blocks(DecodeParams const& params) {
-  int const vectors = params.heads_kv * (params.head_dim * int(sizeof(Element)) / 16);
-  return (vectors + kAppendThreads - 1) / kAppendThreads;
-}
-
-template <class Element>
-__global__ void __launch_bounds__(kAppendThreads) append_kv_kernel(__grid_constant__ DecodeParams const params) {
+__device__ inline void append_vector(DecodeParams const& params, int b, int i, int key, bool is_v, int vector) {
   constexpr int kVec = 16 / sizeof(Element);
-  int const vector_blocks = append_vector_blocks<Element>(params);
-  int const i = blockIdx.x / vector_blocks;
-  int const b = blockIdx.y;
-  bool const is_v = blockIdx.z == 1;
-  int const start = max(params.cache_seqlens[b], 0);
-  if (blockIdx.x == 0 && !is_v && threadIdx.x == 0) {
-    params.seqlens_k_new[b] = min(start + params.seqlen_new, params.seqlen_k);
-  }
-  int const key = start + i;
   int const vecs_per_head = params.head_dim / kVec;
-  int const vector = (blockIdx.x % vector_blocks) * kAppendThreads + threadIdx.x;
-  if (key >= params.seqlen_k || vector >= params.heads_kv * vecs_per_head) { return; }
   int const head = vector / vecs_per_head;
   int const col = (vector % vecs_per_head) * kVec;
   Element const* src = static_cast<Element const*>(is_v ? params.v_new_ptr : params.k_new_ptr) +
@@ -75,6 +56,31 @@ __global__ void __launch_bounds__(kAppendThreads) append_kv_kernel(__grid_consta
                        : cache_row_offset(params, b, key, params.k_batch_stride, params.k_row_stride)) +
                  head * (is_v ? params.v_head_stride : params.k_head_stride) + col;
   *reinterpret_cast<uint128_t*>(dst) = *reinterpret_cast<uint128_t const*>(src);
+}
+
+// Grid (vector blocks x seqlen_new, batch, 2: K then V), kAppendThreads threads: each thread copies one 16-byte
+// vector of a row's heads, so a row's loads are all in flight at once (a loop over them waits for each load before
+// its store, which may alias it). Row i of k_new / v_new goes to key cache_seqlens[b] + i of the cache when that is
+// below the capacity (seqlen_k).
+constexpr int kAppendThreads = 128;
+template <class Element>
+__host__ __device__ inline int append_row_vectors(DecodeParams const& params) {
+  return params.heads_kv * (params.head_dim / (16 / int(sizeof(Element))));
+}
+template <class Element>
+__host__ __device__ inline int append_vector_blocks(DecodeParams const& params) {
+  return (append_row_vectors<Element>(params) + kAppendThreads - 1) / kAppendThreads;
+}
+
+template <class Element>
+__global__ void __launch_bounds__(kAppendThreads) append_kv_kernel(__grid_constant__ DecodeParams const params) {
+  int const vector_blocks = append_vector_blocks<Element>(params);
+  int const i = blockIdx.x / vector_blocks;
+  int const b = blockIdx.y;
+  int const key = max(params.cache_seqlens[b], 0) + i;
+  int const vector = (blockIdx.x % vector_blocks) * kAppendThreads + threadIdx.x;
+  if (key >= params.seqlen_k || vector >= append_row_vectors<Element>(params)) { return; }
+  append_vector<Element>(params, b, i, key, blockIdx.z == 1, vector);
 }
 
 // What a split-KV kernel takes beside its params: the paged cache's tensor maps where it reads them by TMA.
@@ -128,6 +134,38 @@ struct PartialRows {
   __device__ void lse(int row, float value) const { params.lse_accum_ptr[accum_row + row] = value; }
 };
 
+// Inside the split-KV kernel (DecodeParams append_in_split_kv: the key-split tile, one Q block per (batch, K/V
+// head), no more new rows than queries), before any of its K/V loads: the CTA of split `split` of sequence b and
+// K/V head h_kv copies the new rows among its keys, which no other CTA reads, and split 0 those before a
+// left-padded cache's first key, which none reads, into the cache; then makes them visible to its own loads (the
+// barrier orders them before cp.async's; TMA reads through the async proxy, hence its fence).
+template <class Traits, bool kCausal, KVLayout kLayout>
+__device__ void append_in_split_kv(DecodeParams const& params, int b, int h_kv, int split) {
+  using Element = typename Traits::Element;
+  constexpr int kVec = 16 / sizeof(Element);
+  DecodeSeqInfo const seq(params, b);
+  KVBlockRange const range = split_kv_block_range(
+      kv_block_range<Traits::kBlockM, Traits::kBlockN, kCausal>(seq, 0, params.pack_group), split, params.num_splits);
+  int const vecs_per_head = params.head_dim / kVec;
+  int const start = max(params.cache_seqlens[b], 0);
+  int const first_key = seq.cache_keys_start();
+  // (row i, K or V, vector of head h_kv) over the CTA's threads; row i is key start + i of the cache.
+  for (int job = threadIdx.x; job < params.seqlen_new * 2 * vecs_per_head; job += Traits::kNThreads) {
+    int const i = job / (2 * vecs_per_head);
+    int const key = start + i;
+    int const block = key - first_key < 0 ? -1 : (key - first_key) / Traits::kBlockN;
+    bool const mine = block >= range.n_block_min && block < range.n_block_max;
+    if (key < params.seqlen_k && (mine || (split == 0 && block < 0))) {
+      append_vector<Element>(params, b, i, key, (job / vecs_per_head) % 2 == 1,
+                             h_kv * vecs_per_head + job % vecs_per_head);
+    }
+  }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if constexpr (kLayout == KVLayout::kPagedTma) { asm volatile("fence.proxy.async.global;" ::: "memory"); }
+#endif
+  __syncthreads();
+}
+
 // Grid (Q blocks x num_splits, heads_q / pack_group, batch).
 template <class Traits, bool kCausal, KVLayout kLayout>
 __global__ void __launch_bounds__(Traits::kNThreads, kDecodeMaxCtasPerSm)
@@ -153,6 +191,9 @@ __global__ void __launch_bounds__(Traits::kNThreads, kDecodeMaxCtasPerSm)
   int const bidh_kv = bidh * group / (params.heads_q / params.heads_kv);
   int const tidx = threadIdx.x;
   allow_dependent_grids();  // the combine kernel may start (decode_launch.h); it waits for this grid's partials
+  if constexpr (Traits::kKeySlices > 1) {
+    if (params.append_in_split_kv) { append_in_split_kv<Traits, kCausal, kLayout>(params, bidb, bidh_kv, split); }
+  }
   DecodeSeqInfo const seq(params, bidb);
   int const q_row_end = rows - m_block * kBlockM;
 

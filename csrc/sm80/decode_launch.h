@@ -41,6 +41,21 @@ struct SplitKVKernel {
     return split_kv_ctas_per_sm(kLayout, n_blocks(params), Traits::kBlockN, num_splits);
   }
 
+  // Whether this kernel copies the call's new K/V rows into the cache itself (append_in_split_kv) rather than after
+  // an append kernel: on the key-split tile with one Q block per (batch, K/V head) and no more new rows than
+  // queries (a decoding step), each kept row lies in the keys of one split, the only CTA that reads it; and where
+  // the grid runs in at most two waves, since each CTA waits for its copy's round trip before its first loads, which
+  // the append kernel's launch (about 3 us on an H100) pays once for the whole grid
+  // (benchmarks/notes.md#d-decode-append-in-split-kv).
+  static bool appends_itself(DecodeParams const& params) {
+    if (Traits::kKeySlices == 1 || params.k_new_ptr == nullptr || params.seqlen_new <= 0 ||
+        params.seqlen_new > params.seqlen_q || m_blocks(params) != 1) {
+      return false;
+    }
+    int64_t const ctas = int64_t(params.num_splits) * (params.heads_q / params.pack_group) * params.batch;
+    return ctas <= int64_t(2) * ctas_per_sm(params, params.num_splits) * params.num_sms;
+  }
+
   static SplitKVArgs<Traits, kLayout> args(DecodeParams const& params) {
     if constexpr (kLayout == KVLayout::kPagedTma) {
       return PagedTmaCopies<Traits>::make(params);
@@ -105,22 +120,29 @@ struct DecodeKernel {
   }
 
   static void plan(DecodeParams& params) {
-    if (params.num_splits > 0) { return; }
     with_kernel(params, [&](auto split_kv) {
       using SplitKV = decltype(split_kv);
-      int64_t const ctas = int64_t(SplitKV::m_blocks(params)) * (params.heads_q / params.pack_group) * params.batch;
-      params.num_splits =
-          plan_num_splits(ctas, SplitKV::n_blocks(params), SplitKV::Traits::kBlockN, SplitKV::kLayout, params.num_sms);
+      if (params.num_splits <= 0) {
+        int64_t const ctas = int64_t(SplitKV::m_blocks(params)) * (params.heads_q / params.pack_group) * params.batch;
+        params.num_splits = plan_num_splits(ctas, SplitKV::n_blocks(params), SplitKV::Traits::kBlockN, SplitKV::kLayout,
+                                            params.num_sms);
+      }
+      params.append_in_split_kv = SplitKV::appends_itself(params);
     });
   }
 
   static void launch(DecodeParams const& params, cudaStream_t stream) {
-    if (params.k_new_ptr != nullptr && params.seqlen_new > 0) {
+    auto append = [&] {
       dim3 const grid(append_vector_blocks<Element>(params) * params.seqlen_new, params.batch, 2);
       append_kv_kernel<Element><<<grid, kAppendThreads, 0, stream>>>(params);
-    }
+    };
+    bool const appending = params.k_new_ptr != nullptr && params.seqlen_new > 0;
     int64_t const out_rows = int64_t(params.batch) * params.heads_q * params.seqlen_q;
-    if (out_rows == 0) { return; }  // an append without queries
+    if (out_rows == 0) {  // an append without queries
+      if (appending) { append(); }
+      return;
+    }
+    if (appending && !params.append_in_split_kv) { append(); }
     with_kernel(params, [&](auto split_kv) { launch_split_kv<decltype(split_kv)>(params, stream); });
     if (params.num_splits > 1) {  // one split wrote O and LSE itself
       dim3 const grid(unsigned((out_rows + kCombineWarps - 1) / kCombineWarps));
