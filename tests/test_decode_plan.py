@@ -75,6 +75,18 @@ def test_launch_shared_memory_equals_cxx():
         assert [decode.launch_smem_bytes(sm, used, resident)] == answer
 
 
+def test_append_in_split_kv_equals_cxx():
+    cases = list(itertools.product((0, 1), (1, 2), (0, 1, 3, 4, 16), (1, 4, 16), (1, 132, 263, 264, 265, 528, 4096),
+                                   (1, 2), (108, 132)))
+    cxx = ask([" ".join(map(str, ["append", *c])) for c in cases])
+    seen = set()
+    for case, answer in zip(cases, cxx):
+        mirror = int(decode.appends_in_split_kv(*case))
+        assert [mirror] == answer, f"append {case}: C++ {answer}, mirror {mirror}"
+        seen.add(mirror)
+    assert seen == {0, 1}
+
+
 def test_plans_of_the_issue_shapes():
     """Checks on the plan's own logic, on an H100/H200 (132 SMs, 228 KiB per SM)."""
     h100 = DEVICES["sm80"][-1]
@@ -106,6 +118,16 @@ def test_plans_of_the_issue_shapes():
     # MHA batch 10 at 64k: 320 long shares fill 2.42 waves (last wave 0.42 full, 0.81 overall): two splits.
     p = decode.decode_plan("bf16", 128, 10, 32, 32, 1, 64 * 1024, device=h100)
     assert (p["ctas_unsplit"], p["num_splits"], p["ctas_per_sm"]) == (320, 2, 1)
+    # A decoding step that appends a key per sequence: in a one-wave grid the split-KV kernel writes it (GQA batch 1 at
+    # 32k); a grid of more than two waves (batch 64 at 8k), the 64-row tile (16 queries) or more new rows than
+    # queries keep the append kernel.
+    assert decode.decode_plan("bf16", 128, 1, 32, 8, 1, 32 * 1024, device=h100, seqlen_new=1)["append"] == "split-kv"
+    assert decode.decode_plan("bf16", 128, 64, 32, 8, 1, 8192, device=h100, seqlen_new=1)["append"] == "append kernel"
+    assert decode.decode_plan("bf16", 64, 16, 32, 8, 16, 32 * 1024, device=h100, seqlen_new=16)["append"] \
+        == "append kernel"
+    assert decode.decode_plan("bf16", 128, 1, 32, 8, 1, 32 * 1024, device=h100, seqlen_new=3)["append"] \
+        == "append kernel"
+    assert decode.decode_plan("bf16", 128, 1, 32, 8, 1, 32 * 1024, device=h100)["append"] is None
     # No key at all: one split, nothing read.
     p = decode.decode_plan("bf16", 64, 2, 8, 8, 1, 0, device=h100)
     assert (p["kv_blocks"], p["num_splits"], p["kv_bytes"]) == (0, 1, 0)
@@ -115,6 +137,7 @@ def test_plans_of_the_issue_shapes():
     (dict(heads_q=6, heads_kv=4), "heads_q must be a multiple of heads_kv"),
     (dict(seqlen_q=0), "seqlen_q must be an integer >= 1"),
     (dict(seqlen_k=-1), "seqlen_k must be an integer >= 0"),
+    (dict(seqlen_new=-1), "seqlen_new must be an integer >= 0"),
     (dict(page_size=0), "page_size must be a positive integer or None"),
     (dict(head_dim=80), "head_dim must be one of"),
     (dict(dtype="fp8"), "dtype must be one of"),
@@ -136,8 +159,12 @@ def test_command_line(tmp_path, capsys):
     assert (tmp_path / "decode.txt").read_text() in text
     assert all((tmp_path / f"decode_plan_{arch}.{ext}").stat().st_size > 0 for arch in ("sm80", "sm90a")
                for ext in ("png", "svg"))
+    assert main(["--op", "decode", "--batch", "1", "--heads", "32", "--heads-kv", "8", "--seqlen-k", "32768",
+                 "--seqlen-new", "1", "--pictures", "", "-o", str(tmp_path)]) == 0
+    assert "Append: each CTA writes the new rows (1 per sequence)" in capsys.readouterr().out
     for argv, message in ((["--op", "decode", "-o", str(tmp_path)], "needs --seqlen-k"),
                           (["--page-size", "64", "-o", str(tmp_path)], "are for --op decode"),
+                          (["--seqlen-new", "1", "-o", str(tmp_path)], "are for --op decode"),
                           (["--op", "decode", "--seqlen-k", "10", "--heads", "6", "--heads-kv", "4", "-o",
                             str(tmp_path)], "heads_q must be a multiple of heads_kv")):
         with pytest.raises(SystemExit):

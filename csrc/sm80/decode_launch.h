@@ -41,19 +41,13 @@ struct SplitKVKernel {
     return split_kv_ctas_per_sm(kLayout, n_blocks(params), Traits::kBlockN, num_splits);
   }
 
-  // Whether this kernel copies the call's new K/V rows into the cache itself (append_in_split_kv) rather than after
-  // an append kernel: on the key-split tile with one Q block per (batch, K/V head) and no more new rows than
-  // queries (a decoding step), each kept row lies in the keys of one split, the only CTA that reads it; and where
-  // the grid runs in at most two waves, since each CTA waits for its copy's round trip before its first loads, which
-  // the append kernel's launch (about 3 us on an H100) pays once for the whole grid
-  // (benchmarks/notes.md#d-decode-append-in-split-kv).
+  // Whether this kernel copies the call's new K/V rows into the cache itself (decode_plan.h appends_in_split_kv).
   static bool appends_itself(DecodeParams const& params) {
-    if (Traits::kKeySlices == 1 || params.k_new_ptr == nullptr || params.seqlen_new <= 0 ||
-        params.seqlen_new > params.seqlen_q || m_blocks(params) != 1) {
-      return false;
-    }
-    int64_t const ctas = int64_t(params.num_splits) * (params.heads_q / params.pack_group) * params.batch;
-    return ctas <= int64_t(2) * ctas_per_sm(params, params.num_splits) * params.num_sms;
+    int64_t const grid_ctas =
+        int64_t(m_blocks(params)) * params.num_splits * (params.heads_q / params.pack_group) * params.batch;
+    return params.k_new_ptr != nullptr &&
+           appends_in_split_kv(Traits::kKeySlices > 1, m_blocks(params), params.seqlen_new, params.seqlen_q,
+                               grid_ctas, ctas_per_sm(params, params.num_splits), params.num_sms);
   }
 
   static SplitKVArgs<Traits, kLayout> args(DecodeParams const& params) {

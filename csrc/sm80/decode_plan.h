@@ -106,4 +106,16 @@ inline int plan_num_splits(int64_t ctas, int n_blocks, int block_n, KVLayout lay
   return resident == unsplit ? splits : choose_num_splits(ctas, n_blocks, num_sms, resident, cap, thin_tail);
 }
 
+// Whether the split-KV kernel copies a call's seqlen_new new K/V rows into the cache itself, rather than after an
+// append kernel: on the key-split tile with one Q block per (batch, K/V head) and no more new rows than queries (a
+// decoding step), each kept row lies in the keys of one split, the only CTA that reads it; and where the grid of
+// grid_ctas runs in at most two waves at ctas_per_sm, since each CTA waits for its copy's round trip before its
+// first loads, which the append kernel's launch (about 3 us on an H100) pays once for the whole grid
+// (benchmarks/notes.md#d-decode-append-in-split-kv).
+inline bool appends_in_split_kv(bool key_split_tile, int m_blocks, int seqlen_new, int seqlen_q, int64_t grid_ctas,
+                                int ctas_per_sm, int num_sms) {
+  return key_split_tile && m_blocks == 1 && seqlen_new > 0 && seqlen_new <= seqlen_q &&
+         grid_ctas <= int64_t(2) * ctas_per_sm * num_sms;
+}
+
 }  // namespace flashcute::sm80

@@ -4,6 +4,8 @@
 //   plan <layout> <num_sms> <block_n> <n_blocks> <ctas>   ->  <num_splits> <ctas_per_sm at that split count>
 //   smem <layout> <traits_smem_bytes> <kv_buffer_bytes> <block_n>   ->  <kernel shared memory> <K/V stages>
 //   launch <smem_per_sm> <kernel_smem_bytes> <ctas_per_sm>   ->  <shared memory the CTA launches with>
+//   append <key_split_tile 0|1> <m_blocks> <seqlen_new> <seqlen_q> <grid_ctas> <ctas_per_sm> <num_sms>
+//       ->  1 where the split-KV kernel copies the new rows itself, else 0
 //
 // <layout>: contiguous, paged or paged-tma. Plain C++ (g++ -std=c++17 -Icsrc, no CUDA): tests/test_decode_plan.py
 // asks it what flashcute/explain/decode.py computes and compares.
@@ -54,6 +56,14 @@ int main() {
       if (in >> layout_name >> traits_smem >> kv_buffer >> block_n && parse_layout(layout_name, layout)) {
         printf("%d %d\n", plan::split_kv_kernel_smem_bytes(traits_smem, kv_buffer, block_n, layout),
                plan::decode_kv_stages(traits_smem, kv_buffer));
+        continue;
+      }
+    } else if (what == "append") {
+      int key_split, m_blocks, seqlen_new, seqlen_q, ctas_per_sm, num_sms;
+      long long grid_ctas;
+      if (in >> key_split >> m_blocks >> seqlen_new >> seqlen_q >> grid_ctas >> ctas_per_sm >> num_sms) {
+        printf("%d\n", int(plan::appends_in_split_kv(key_split != 0, m_blocks, seqlen_new, seqlen_q, grid_ctas,
+                                                      ctas_per_sm, num_sms)));
         continue;
       }
     } else if (what == "launch") {

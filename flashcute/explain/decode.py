@@ -82,6 +82,14 @@ def plan_num_splits(ctas, n_blocks, block_n, layout, num_sms):
     return splits if resident == unsplit else choose_num_splits(ctas, n_blocks, num_sms, resident, cap, thin_tail)
 
 
+def appends_in_split_kv(key_split_tile, m_blocks, seqlen_new, seqlen_q, grid_ctas, ctas_per_sm, num_sms):
+    """appends_in_split_kv: whether the split-KV kernel copies a decoding step's new K/V rows itself (the key-split
+    tile, one Q block per (batch, K/V head), no more new rows than queries, a grid of at most two waves) rather than
+    after an append kernel."""
+    return (key_split_tile and m_blocks == 1 and 0 < seqlen_new <= seqlen_q
+            and grid_ctas <= 2 * ctas_per_sm * num_sms)
+
+
 # ---- one problem -------------------------------------------------------------------------------------------------
 
 def decode_tiles(dtype, head_dim):
@@ -101,12 +109,14 @@ def kv_layout(device, page_size, head_dim, cfg):
     return "paged-tma" if hopper and boxes_fit else "paged"
 
 
-def decode_plan(dtype, head_dim, batch, heads_q, heads_kv, seqlen_q, seqlen_k, page_size=None, device=None):
+def decode_plan(dtype, head_dim, batch, heads_q, heads_kv, seqlen_q, seqlen_k, page_size=None, device=None,
+                seqlen_new=0):
     """The plan of one decoding step on one device (flashcute.explain.DEVICES, default H100/H200), as a JSON-able
-    dict: the tile, the row packing, the split count, residency, shared memory, the grid and the bytes."""
+    dict: the tile, the row packing, the split count, residency, shared memory, the grid and the bytes; with
+    seqlen_new new K/V rows per sequence (appended in place: seqlen_k counts them), which kernel writes them."""
     device = device or DEVICES["sm80"][-1]
     for name, value, low in (("batch", batch, 1), ("heads_q", heads_q, 1), ("heads_kv", heads_kv, 1),
-                             ("seqlen_q", seqlen_q, 1), ("seqlen_k", seqlen_k, 0)):
+                             ("seqlen_q", seqlen_q, 1), ("seqlen_k", seqlen_k, 0), ("seqlen_new", seqlen_new, 0)):
         if not isinstance(value, int) or value < low:
             raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     if heads_q % heads_kv:
@@ -146,6 +156,10 @@ def decode_plan(dtype, head_dim, batch, heads_q, heads_kv, seqlen_q, seqlen_k, p
         "grid": [m_blocks * splits, heads_kv, batch], "grid_ctas": grid_ctas, "slots": resident * device.num_sms,
         "waves": grid_ctas / (resident * device.num_sms),
         "combine": splits > 1,
+        "seqlen_new": seqlen_new,
+        "append": None if seqlen_new == 0 else
+        "split-kv" if appends_in_split_kv(cfg is key_split_tile, m_blocks, seqlen_new, seqlen_q, grid_ctas, resident,
+                                          device.num_sms) else "append kernel",
         "workspace_bytes": splits * out_rows * (cfg.head_dim + 1) * 4 if splits > 1 else 0,
         "kv_bytes": 2 * batch * heads_kv * seqlen_k * head_dim * element,
         "q_o_bytes": 2 * out_rows * head_dim * element,
@@ -214,6 +228,15 @@ def decode_text(p):
                      f"workspace); a second kernel merges them, one warp per output row.")
     else:
         lines.append("One split: the split-KV kernel writes O and LSE itself; no combine kernel runs.")
+    if p["append"] == "split-kv":
+        lines.append(f"Append: each CTA writes the new rows ({p['seqlen_new']} per sequence) among its keys into the "
+                     f"cache before it loads them; no append kernel runs.")
+    elif p["append"]:
+        why = ("the 64-row tile" if t["name"] != "key-split" else
+               "more new rows than queries" if p["seqlen_new"] > p["seqlen_q"] else
+               "more than one Q block" if p["q_blocks"] > 1 else "a grid of more than two waves")
+        lines.append(f"Append: an append kernel writes the new rows ({p['seqlen_new']} per sequence) first ({why}; "
+                     f"in the split-KV kernel each CTA would wait for its copy before its loads).")
     lines += ["", f"Reads {_bytes(p['kv_bytes'])} of K and V and moves {_bytes(p['q_o_bytes'])} of Q and O: the step "
                   f"is bound by memory; at the device's copy bandwidth B it takes at least (K/V + Q/O bytes) / B."]
     return "\n".join(lines) + "\n"
@@ -298,10 +321,10 @@ def draw_decode_plan(p, out_dir, stem):
 
 
 def explain_decode(dtype, head_dim, out_dir, batch, heads_q, heads_kv, seqlen_q, seqlen_k, page_size=None,
-                   pictures=True):
+                   pictures=True, seqlen_new=0):
     """Write decode.txt and decode.json (the plan on every device flashcute.explain models) and, with pictures, a
     decode_plan_<device> drawing per device into out_dir; returns {"plans": [...], "files": [...]}."""
-    plans = [decode_plan(dtype, head_dim, batch, heads_q, heads_kv, seqlen_q, seqlen_k, page_size, device)
+    plans = [decode_plan(dtype, head_dim, batch, heads_q, heads_kv, seqlen_q, seqlen_k, page_size, device, seqlen_new)
              for device in DEVICES["sm80"]]
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

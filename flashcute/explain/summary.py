@@ -156,6 +156,8 @@ def main(argv=None):
     parser.add_argument("--heads", type=int, default=16, help="query heads")
     parser.add_argument("--heads-kv", type=int, default=None, help="--op decode: K/V heads (default: --heads)")
     parser.add_argument("--page-size", type=int, default=None, help="--op decode: rows per page of a paged cache")
+    parser.add_argument("--seqlen-new", type=int, default=None,
+                        help="--op decode: new K/V rows each sequence appends in place (counted in --seqlen-k)")
     parser.add_argument("--causal", action="store_true", help="the causal variant (SM90 tiles depend on it)")
     parser.add_argument("--lengths", default=",".join(map(str, VARLEN_EXAMPLE)),
                         help="a packed batch's sequence lengths, comma-separated, for the varlen_tiling picture")
@@ -170,15 +172,16 @@ def main(argv=None):
         parser.error(f"--op bwd explains the SM90 backward: pass --arch sm90 (got --arch {args.arch})")
     if args.op == "decode" and args.seqlen_k is None:
         parser.error("--op decode needs --seqlen-k: the keys in the cache")
-    if args.op != "decode" and (args.heads_kv is not None or args.page_size is not None):
-        parser.error("--heads-kv and --page-size are for --op decode")
+    if args.op != "decode" and (args.heads_kv is not None or args.page_size is not None or args.seqlen_new is not None):
+        parser.error("--heads-kv, --page-size and --seqlen-new are for --op decode")
     default_pictures = BWD_PICTURES if args.op == "bwd" else PICTURES
     pictures = [p for p in (args.pictures or ",".join(default_pictures)).split(",") if p]
     try:
         if args.op == "decode":
             summary = explain_decode(args.dtype, args.hdim, args.out, args.batch, args.heads,
                                      args.heads if args.heads_kv is None else args.heads_kv,
-                                     1 if args.seqlen is None else args.seqlen, args.seqlen_k, args.page_size)
+                                     1 if args.seqlen is None else args.seqlen, args.seqlen_k, args.page_size,
+                                     seqlen_new=args.seqlen_new or 0)
             print(Path(args.out, "decode.txt").read_text(), end="")
             print(f"\nwrote {len(summary['files'])} files to {args.out}")
             return 0
