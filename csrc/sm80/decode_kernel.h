@@ -1,5 +1,5 @@
 // The SM80 decode kernels (common/params.h DecodeParams): few query rows against many keys, where one CTA per
-// (Q block, head, batch) would leave most SMs idle. Three stages, each its own kernel:
+// (Q block, head, batch) would leave most SMs idle. Up to three kernels a step:
 //   append_kv_kernel  new K/V rows into the cache, in place, where the split-KV kernel does not copy them itself
 //                     (DecodeParams append_in_split_kv)
 //   split_kv_kernel   CTA (Q block, split, head, batch) runs the forward mainloop over its share of the K/V blocks
