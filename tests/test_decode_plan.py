@@ -160,7 +160,7 @@ def test_command_line(tmp_path, capsys):
     assert all((tmp_path / f"decode_plan_{arch}.{ext}").stat().st_size > 0 for arch in ("sm80", "sm90a")
                for ext in ("png", "svg"))
     assert main(["--op", "decode", "--batch", "1", "--heads", "32", "--heads-kv", "8", "--seqlen-k", "32768",
-                 "--seqlen-new", "1", "--pictures", "", "-o", str(tmp_path)]) == 0
+                 "--seqlen-new", "1", "-o", str(tmp_path)]) == 0
     assert "Append: each CTA writes the new rows (1 per sequence)" in capsys.readouterr().out
     for argv, message in ((["--op", "decode", "-o", str(tmp_path)], "needs --seqlen-k"),
                           (["--page-size", "64", "-o", str(tmp_path)], "are for --op decode"),
