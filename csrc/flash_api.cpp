@@ -529,11 +529,11 @@ std::tuple<at::Tensor, at::Tensor> run_decode(char const* op, QKVShape const& s,
     return {out, lse};
   }
   if (kernel.plan != nullptr) { kernel.plan(params); }
-  at::Tensor lse_accum, o_accum;  // the splits' partial results; one split writes out and lse itself
+  at::Tensor lse_accum, o_accum;  // the shares' partial results; one split writes out and lse itself
   if (params.num_splits > 1) {
     auto const f32 = q.options().dtype(at::kFloat);
-    lse_accum = at::empty({params.num_splits, s.batch * s.heads_q * s.seqlen_q}, f32);
-    o_accum = at::empty({params.num_splits, s.batch * s.heads_q * s.seqlen_q, kernel.key.head_dim}, f32);
+    lse_accum = at::empty({params.partial_slots, params.unit_rows}, f32);
+    o_accum = at::empty({params.partial_slots, params.unit_rows, kernel.key.head_dim}, f32);
     params.lse_accum_ptr = lse_accum.data_ptr<float>();
     params.o_accum_ptr = o_accum.data_ptr<float>();
   }

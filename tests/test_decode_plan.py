@@ -56,6 +56,20 @@ def test_split_count_and_residency_equal_cxx():
     assert len(splits_seen) > 10  # the grid reaches many split counts, not only "no split"
 
 
+def test_equal_shares_equal_cxx():
+    cases = list(itertools.product(decode.LAYOUTS, NUM_SMS, BLOCK_N, (1, 16, 31, 100, 544, 2048, 5120, 65536),
+                                   (1, 4, 8, 32, 33, 64, 256)))
+    cxx = ask([f"shares {layout} {sms} {bn} {blocks} {lanes}" for layout, sms, bn, blocks, lanes in cases])
+    seen = set()
+    for (layout, sms, bn, blocks, lanes), answer in zip(cases, cxx):
+        shares = decode.split_shares(blocks, lanes, bn, layout, sms)
+        mirror = [shares, decode.shares_ctas_per_sm(layout, blocks, shares, bn) if shares else 0]
+        assert mirror == answer, f"shares {layout} {sms} {bn} {blocks} {lanes}: C++ {answer}, mirror {mirror}"
+        seen.add(shares > 0)
+        assert shares == 0 or mirror[1] == 1  # equal shares are long: one CTA per SM
+    assert seen == {False, True}
+
+
 def test_kernel_shared_memory_equals_cxx():
     # Every shipped decode tile (64-row and key-split), each K/V layout, and a grid around the two-stage limit.
     shipped = {(cfg.smem_bytes, cfg.smem_kv_elems * cfg.element_bytes, cfg.block_n)
@@ -108,16 +122,28 @@ def test_plans_of_the_issue_shapes():
     assert (p["layout"], p["ctas_per_sm"]) == ("paged", 2)
     # Batch 17 (GQA 32 / 8, 32k keys): 136 long shares, one per SM, would leave a last wave of 4 CTAs; split into
     # shares of at least 2048 keys, two per SM, the grid's last wave is full to at least 0.9 of the best split's.
+    # That split runs as equal shares of the batch's 17 x 256 blocks: 16 per K/V head (34816 keys), 128 CTAs, one per
+    # SM, one wave; the shares cross sequences.
     p = decode.decode_plan("bf16", 128, 17, 32, 8, 1, 32 * 1024, device=h100)
-    assert (p["ctas_unsplit"], p["num_splits"], p["ctas_per_sm"]) == (136, 9, 2) and p["keys_per_split"] >= 2048
+    assert (p["ctas_unsplit"], p["num_splits"], p["keys_per_split"] >= 2048) == (136, 9, True)
+    assert (p["equal_shares"], p["shares_per_lane"], p["grid"], p["ctas_per_sm"]) == (True, 16, [128], 1)
+    assert p["blocks_per_share"] == 17 * 256 // 16 and 0.9 <= p["waves"] <= 1.0
     # Batch 17 at 4k keys: just past one wave, so each 4096-key share may split four ways (2048-key halves, 272 CTAs
-    # on 264 slots, would leave the same thin tail): thirds, two per SM. Batch 24 (1.45 waves) stays whole.
+    # on 264 slots, would leave the same thin tail): thirds; as equal shares, 16 of 34 blocks per K/V head. Batch 24
+    # (1.45 waves) stays whole.
     p = decode.decode_plan("bf16", 128, 17, 32, 8, 1, 4096, device=h100)
-    assert (p["num_splits"], p["ctas_per_sm"]) == (3, 2)
+    assert (p["num_splits"], p["equal_shares"], p["grid_ctas"], p["ctas_per_sm"]) == (3, True, 128, 1)
     assert decode.decode_plan("bf16", 128, 24, 32, 8, 1, 4096, device=h100)["num_splits"] == 1
-    # MHA batch 10 at 64k: 320 long shares fill 2.42 waves (last wave 0.42 full, 0.81 overall): two splits.
+    # MHA batch 10 at 64k: 320 long shares fill 2.42 waves (last wave 0.42 full, 0.81 overall): two splits, as equal
+    # shares of 2.5 sequences each over the 32 heads (4 x 32 CTAs).
     p = decode.decode_plan("bf16", 128, 10, 32, 32, 1, 64 * 1024, device=h100)
-    assert (p["ctas_unsplit"], p["num_splits"], p["ctas_per_sm"]) == (320, 2, 1)
+    assert (p["ctas_unsplit"], p["num_splits"], p["shares_per_lane"], p["ctas_per_sm"]) == (320, 2, 4, 1)
+    # GQA batch 5 at 4k: 80 shares of 2048 keys would be short (two per SM): uniform splits, the 3-D grid.
+    p = decode.decode_plan("bf16", 64, 5, 32, 8, 1, 4096, device=h100)
+    assert (p["num_splits"], p["equal_shares"], p["grid"], p["ctas_per_sm"]) == (2, False, [2, 8, 5], 2)
+    # The 64-row tile splits uniformly (equal shares are the key-split tile's).
+    p = decode.decode_plan("bf16", 64, 1, 32, 8, 16, 512 * 1024, device=h100)
+    assert (p["tile"]["name"], p["equal_shares"]) == ("64-row", False) and p["num_splits"] > 1
     # A decoding step that appends a key per sequence: in a one-wave grid the split-KV kernel writes it (GQA batch 1 at
     # 32k); a grid of more than two waves (batch 64 at 8k), the 64-row tile (16 queries) or more new rows than
     # queries keep the append kernel.

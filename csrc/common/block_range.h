@@ -9,7 +9,7 @@ namespace flashcute {
 struct KVBlockRange {
   int n_block_max;       // visit blocks [n_block_min, n_block_max); empty means no row of the Q block sees a key
   int n_block_unmasked;  // blocks below n_block_unmasked need no mask; the rest (ragged tail, diagonal) do
-  int n_block_min = 0;   // > 0 only for a split of the keys (split_kv_block_range)
+  int n_block_min = 0;   // > 0 only for a share of the keys (KVShares::range_of)
 };
 
 // group > 1: the Q block's rows are grouped query heads (the decode kernel's packing), row r being query r / group.
@@ -29,14 +29,54 @@ __host__ __device__ inline KVBlockRange kv_block_range(Seq const& seq, int m_blo
   return {n_block_max, min(n_block_unmasked, n_block_max)};
 }
 
-// Split-KV: split `split` of `num_splits` takes an equal share of the Q block's K/V blocks (the last ones may be
-// empty: n_block_min >= n_block_max).
-__host__ __device__ inline KVBlockRange split_kv_block_range(KVBlockRange range, int split, int num_splits) {
-  int const per_split = (range.n_block_max + num_splits - 1) / num_splits;
-  int const n_block_min = split * per_split;
-  int const n_block_max = min(range.n_block_max, n_block_min + per_split);
-  int const n_block_unmasked = min(range.n_block_unmasked, n_block_max);
-  return {n_block_max, n_block_unmasked < n_block_min ? n_block_min : n_block_unmasked, n_block_min};
+// floor(a / b) for 0 <= a < 2^53 and b > 0, exact: a quotient in double precision, corrected by one where its rounding
+// put it off (a 64-bit integer division is a long instruction sequence, which the decode kernel's CTAs would wait
+// on before their first loads).
+__host__ __device__ inline int64_t floor_div(int64_t a, int64_t b) {
+  int64_t q = int64_t(double(a) / double(b));
+  if (q * b > a) {
+    --q;
+  } else if ((q + 1) * b <= a) {
+    ++q;
+  }
+  return q;
+}
+
+// Split-KV in equal shares: `units` units (the decode kernel's sequences) of unit_blocks K/V blocks each, their
+// blocks numbered one unit after another, cut into `ctas` contiguous shares of blocks / ctas blocks (rounded down
+// or up), one per CTA. A share may end inside one unit and go on in the next, so that every CTA streams as many
+// blocks whatever the units' count; a unit's shares are its splits, and the CTAs holding them are
+// cta_of(its first block) .. cta_of(its last).
+struct KVShares {
+  int64_t unit_blocks;  // K/V blocks of a unit: of the longest sequence
+  int64_t blocks;       // of all units
+  int64_t ctas;
+
+  __host__ __device__ int64_t start(int64_t cta) const { return floor_div(cta * blocks, ctas); }  // the share's first block
+  __host__ __device__ int64_t cta_of(int64_t block) const { return floor_div((block + 1) * ctas - 1, blocks); }
+  __host__ __device__ int64_t first_cta(int64_t unit) const { return cta_of(unit * unit_blocks); }
+  __host__ __device__ int64_t last_cta(int64_t unit) const { return cta_of((unit + 1) * unit_blocks - 1); }
+  // The share of `cta` in `unit`, blocks [u0, u1) of its unit_blocks, as a range of the unit's own blocks (range, up
+  // to its n_block_max: its sequence may be shorter than the longest), in proportion, so a short sequence spreads
+  // over the same CTAs; masked blocks stay masked. Empty (n_block_min >= n_block_max) where it holds none.
+  __host__ __device__ KVBlockRange range_of(KVBlockRange range, int64_t u0, int64_t u1) const {
+    int const n_block_min = int(floor_div(u0 * range.n_block_max, unit_blocks));
+    int const n_block_max = int(floor_div(u1 * range.n_block_max, unit_blocks));
+    int const n_block_unmasked = min(range.n_block_unmasked, n_block_max);
+    return {n_block_max, n_block_unmasked < n_block_min ? n_block_min : n_block_unmasked, n_block_min};
+  }
+};
+
+// The decode kernel's lanes and shares (DecodeParams, as its plan set them). A lane is a Q block of a grouped head;
+// every lane of a sequence reads the same K/V rows (a cache row holds all its heads), so the lanes take the same
+// shares of the sequences' blocks, side by side in the grid (CTA = share x lanes + lane), and read each row at
+// about the same time (benchmarks/notes.md#d-decode-equal-shares).
+__host__ __device__ inline int decode_lanes(DecodeParams const& p) {
+  int const q_blocks = int((int64_t(p.seqlen_q) * p.pack_group + p.unit_rows - 1) / p.unit_rows);
+  return q_blocks * (p.heads_q / p.pack_group);
+}
+__host__ __device__ inline KVShares decode_shares(DecodeParams const& p) {
+  return {p.unit_blocks, int64_t(p.batch) * p.unit_blocks, p.split_ctas / decode_lanes(p)};
 }
 
 struct QBlockRange {

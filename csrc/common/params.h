@@ -65,21 +65,28 @@ struct FwdParams : AttnParams {
 };
 
 // Decoding (few query rows, many keys): the forward split over the keys, on fixed-length batches whose K/V may be
-// a cache. Each of num_splits CTAs of a (Q block, head, batch) takes a range of its K/V blocks and writes a partial
-// O and LSE; a combine kernel merges them into o_ptr / lse_ptr (one split writes them itself). seqused_k (the
-// base's) holds each sequence's number of keys where it is set.
+// a cache. The split-KV kernel's lanes are the Q blocks of every grouped head; for each, its CTAs take equal shares
+// of all sequences' K/V blocks (common/block_range.h KVShares, decode_shares) and write a partial O and LSE per
+// sequence they touch; a combine kernel merges each (sequence, lane)'s into o_ptr / lse_ptr (with one split, each
+// CTA one sequence, the kernel writes them itself). seqused_k (the base's) holds each sequence's number of keys
+// where it is set.
 struct DecodeParams : FwdParams {
   // Query heads per Q block: the heads_q / heads_kv heads of a K/V head share its Q blocks (GQA: each K/V byte is
   // read once for the group), row R of a (batch, K/V head) being query R / pack_group of head R % pack_group of the
   // group; 1 for MHA.
   int pack_group;
-  int num_splits;   // >= 1; set by the kernel's plan() where the caller passes 0
+  // Set by the kernel's plan(): the splits of a sequence (>= 1; where the caller passes 0, the plan's count, and then
+  // the shares may also cross sequences), the CTAs (lanes x shares), a lane's rows (the tile's) and K/V blocks of a
+  // sequence (of the longest).
+  int num_splits, split_ctas, unit_rows, unit_blocks;
+  bool equal_shares;  // the shares may cross sequences (else share b x num_splits + s is split s of sequence b)
   int smem_per_sm;  // shared memory of one SM of the device, bytes (sm80/decode_plan.h split_kv_smem_bytes)
   int arch;         // the device's compute capability, major * 10 + minor
-  // Per split, the (batch, heads_q / pack_group) rows of seqlen_q * pack_group each, in the kernel's row order (null
-  // with one split):
-  float* __restrict__ o_accum_ptr;    // (num_splits, rows, the kernel's kHeadDim)
-  float* __restrict__ lse_accum_ptr;  // (num_splits, rows); -inf where a split saw no key
+  // Per partial slot (share c of lane l in sequence b is slot l x (batch + shares - 1) + b + c: partial_slots of them,
+  // set by the plan), unit_rows rows in the lane's row order (null with one split):
+  int64_t partial_slots;
+  float* __restrict__ o_accum_ptr;    // (slots, unit_rows, the kernel's kHeadDim)
+  float* __restrict__ lse_accum_ptr;  // (slots, unit_rows); -inf where a share saw no key
 
   // Paged K/V: k_ptr / v_ptr are (num_pages, page_size, heads_kv, head_dim) (their batch strides are the page
   // strides), and key j of sequence b is row j % page_size of page block_table[b * block_table_batch_stride +

@@ -2,12 +2,13 @@
 // (Q block, head, batch) would leave most SMs idle. Up to three kernels a step:
 //   append_kv_kernel  new K/V rows into the cache, in place, where the split-KV kernel does not copy them itself
 //                     (DecodeParams append_in_split_kv)
-//   split_kv_kernel   CTA (Q block, split, head, batch) runs the forward mainloop over its share of the K/V blocks
-//                     (contiguous, or paged: by cp.async, or by TMA on Hopper) and writes a partial O and LSE in
-//                     float32, or with one split the final O and LSE; where a (batch, K/V head) has few rows
+//   split_kv_kernel   each CTA runs the forward mainloop for its lane (a Q block of a grouped head) over its share of
+//                     the sequences' K/V blocks (common/block_range.h decode_shares), sequence by sequence
+//                     (contiguous, or paged: by cp.async, or by TMA on Hopper), and writes a partial O and LSE in
+//                     float32 per sequence, or with one split the final O and LSE; where a (batch, K/V head) has few rows
 //                     (kernel_traits.h DecodeTraits::KeySplit), its warps split each block's keys
-//   combine_kernel    O = sum over splits of exp(LSE_split - LSE) * O_split, LSE = log sum exp(LSE_split), where
-//                     there are several
+//   combine_kernel    O = sum over a row's shares of exp(LSE_share - LSE) * O_share, LSE = log sum exp(LSE_share),
+//                     where there are several
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -122,7 +123,7 @@ struct FinalRows {
                    r / params.pack_group] = value;
   }
 };
-// PartialRows: one split's float32 O (all kHeadDim columns) and LSE at accum_row of DecodeParams o_accum_ptr.
+// PartialRows: one share's float32 O (all kHeadDim columns) and LSE at accum_row of DecodeParams o_accum_ptr.
 template <int kHeadDim>
 struct PartialRows {
   DecodeParams const& params;
@@ -135,17 +136,15 @@ struct PartialRows {
 };
 
 // Inside the split-KV kernel (DecodeParams append_in_split_kv: the key-split tile, one Q block per (batch, K/V
-// head), no more new rows than queries), before any of its K/V loads: the CTA of split `split` of sequence b and
-// K/V head h_kv copies the new rows among its keys, which no other CTA reads, and split 0 those before a
+// head), no more new rows than queries), before its loads of a sequence: the CTA copies the new rows of sequence b and
+// K/V head h_kv among its share's keys (range), which no other CTA reads, and the sequence's first share those before a
 // left-padded cache's first key, which none reads, into the cache; then makes them visible to its own loads (the
 // barrier orders them before cp.async's; TMA reads through the async proxy, hence its fence).
-template <class Traits, bool kCausal, KVLayout kLayout>
-__device__ void append_in_split_kv(DecodeParams const& params, int b, int h_kv, int split) {
+template <class Traits, KVLayout kLayout>
+__device__ void append_in_split_kv(DecodeParams const& params, DecodeSeqInfo const& seq, int b, int h_kv,
+                                   KVBlockRange const& range, bool first_share) {
   using Element = typename Traits::Element;
   constexpr int kVec = 16 / sizeof(Element);
-  DecodeSeqInfo const seq(params, b);
-  KVBlockRange const range = split_kv_block_range(
-      kv_block_range<Traits::kBlockM, Traits::kBlockN, kCausal>(seq, 0, params.pack_group), split, params.num_splits);
   int const vecs_per_head = params.head_dim / kVec;
   int const start = max(params.cache_seqlens[b], 0);
   int const first_key = seq.cache_keys_start();
@@ -155,7 +154,7 @@ __device__ void append_in_split_kv(DecodeParams const& params, int b, int h_kv, 
     int const key = start + i;
     int const block = key - first_key < 0 ? -1 : (key - first_key) / Traits::kBlockN;
     bool const mine = block >= range.n_block_min && block < range.n_block_max;
-    if (key < params.seqlen_k && (mine || (split == 0 && block < 0))) {
+    if (key < params.seqlen_k && (mine || (first_share && block < 0))) {
       append_vector<Element>(params, b, i, key, (job / vecs_per_head) % 2 == 1,
                              h_kv * vecs_per_head + job % vecs_per_head);
     }
@@ -166,47 +165,41 @@ __device__ void append_in_split_kv(DecodeParams const& params, int b, int h_kv, 
   __syncthreads();
 }
 
-// Grid (Q blocks x num_splits, heads_q / pack_group, batch).
+// Share `share` of lane `lane` in sequence bidb, blocks [u0, u1) of its unit_blocks: the mainloop over them, then
+// the lane's rows written (final with one split, else to the share's partial slot).
 template <class Traits, bool kCausal, KVLayout kLayout>
-__global__ void __launch_bounds__(Traits::kNThreads, kDecodeMaxCtasPerSm)
-    split_kv_kernel(__grid_constant__ DecodeParams const params,
-                    __grid_constant__ SplitKVArgs<Traits, kLayout> const kv_args) {
+__device__ __forceinline__ void split_kv_share(DecodeParams const& params, SplitKVArgs<Traits, kLayout> const& kv_args,
+                                               KVShares const& shares, int bidb, int lane, int64_t share, int64_t u0,
+                                               int64_t u1, char* smem) {
   using Element = typename Traits::Element;
   using TileShape_MNK = typename Traits::TileShape_MNK;
   using Mainloop = DecodeMainloop<Traits, kCausal>;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kHeadDim = Traits::kHeadDim;
 
-  // Mainloop::kSmemBytes, then PagedKV's row offsets when paged (and PagedTmaKV's barriers with TMA). 1 KiB aligned:
-  // TMA swizzles by address bits.
-  extern __shared__ __align__(1024) char smem[];
-
   int const group = params.pack_group;
   int const rows = params.seqlen_q * group;  // of a (batch, K/V head) with grouping, else of a (batch, query head)
   int const m_blocks = (rows + kBlockM - 1) / kBlockM;
-  int const m_block = blockIdx.x % m_blocks;
-  int const split = blockIdx.x / m_blocks;
-  int const bidh = blockIdx.y;  // the group's first query head is bidh * group
-  int const bidb = blockIdx.z;
+  int const m_block = lane % m_blocks;
+  int const bidh = lane / m_blocks;  // the group's first query head is bidh * group
   int const bidh_kv = bidh * group / (params.heads_q / params.heads_kv);
   int const tidx = threadIdx.x;
-  allow_dependent_grids();  // the combine kernel may start (decode_launch.h); it waits for this grid's partials
-  if constexpr (Traits::kKeySlices > 1) {
-    if (params.append_in_split_kv) { append_in_split_kv<Traits, kCausal, kLayout>(params, bidb, bidh_kv, split); }
-  }
   DecodeSeqInfo const seq(params, bidb);
   int const q_row_end = rows - m_block * kBlockM;
+  KVBlockRange const range = shares.range_of(kv_block_range<kBlockM, Traits::kBlockN, kCausal>(seq, m_block, group),
+                                             u0, u1);
+  if constexpr (Traits::kKeySlices > 1) {
+    if (params.append_in_split_kv) { append_in_split_kv<Traits, kLayout>(params, seq, bidb, bidh_kv, range, u0 == 0); }
+  }
 
   // Where the CTA's rows go: with one split, straight to O and LSE (no combine kernel runs); with several, this
-  // split's partial O and LSE in float32 (common/params.h DecodeParams o_accum_ptr), for the combine kernel.
+  // share's partial O and LSE in float32 (common/params.h DecodeParams o_accum_ptr), for the combine kernel.
   FinalRows<Element> const final_rows{params, bidb, bidh * group, m_block * kBlockM};
-  PartialRows<kHeadDim> const partial_rows{params, ((int64_t(split) * params.batch + bidb) * gridDim.y + bidh) * rows +
-                                                       m_block * kBlockM};
+  int64_t const slot = lane * (params.batch + shares.ctas - 1) + bidb + share;
+  PartialRows<kHeadDim> const partial_rows{params, slot * kBlockM};
   bool const one_split = params.num_splits == 1;
 
-  KVBlockRange const range = split_kv_block_range(
-      kv_block_range<kBlockM, Traits::kBlockN, kCausal>(seq, m_block, group), split, params.num_splits);
-  if (range.n_block_min >= range.n_block_max) {  // no key for this split: O = 0, LSE = -inf (the combine skips it)
+  if (range.n_block_min >= range.n_block_max) {  // no key in this share: O = 0, LSE = -inf (the combine skips it)
     for (int row = tidx; row < min(q_row_end, kBlockM); row += Traits::kNThreads) {
       if (one_split) {
         for (int col = 0; col < kHeadDim; ++col) { final_rows.o(row, col, 0.f); }
@@ -263,8 +256,48 @@ __global__ void __launch_bounds__(Traits::kNThreads, kDecodeMaxCtasPerSm)
   }
 }
 
-// One warp per (batch, head, query row), kCombineWarps rows per CTA: the row's LSE over the splits (skipping those
-// that saw no key), then its O as the LSE-weighted sum of the splits' O, in the caller's dtype and strides.
+// kEqualShares (DecodeParams equal_shares, the key-split tile only): grid (split_ctas), CTA share x lanes + lane
+// takes that share of the sequences' K/V blocks (decode_shares) for its lane, sequence by sequence. Otherwise grid
+// (Q blocks x num_splits, grouped heads, batch): split s of sequence b for one lane, the kernel of one share that
+// the grid names itself (a kernel with the walk above took 30-45 more registers and ran 1-2% slower at one split).
+template <class Traits, bool kCausal, KVLayout kLayout, bool kEqualShares>
+__global__ void __launch_bounds__(Traits::kNThreads, kDecodeMaxCtasPerSm)
+    split_kv_kernel(__grid_constant__ DecodeParams const params,
+                    __grid_constant__ SplitKVArgs<Traits, kLayout> const kv_args) {
+  // Mainloop::kSmemBytes, then PagedKV's row offsets when paged (and PagedTmaKV's barriers with TMA). 1 KiB aligned:
+  // TMA swizzles by address bits.
+  extern __shared__ __align__(1024) char smem[];
+  allow_dependent_grids();  // the combine kernel may start (decode_launch.h); it waits for this grid's partials
+  if constexpr (!kEqualShares) {
+    int const m_blocks = (params.seqlen_q * params.pack_group + Traits::kBlockM - 1) / Traits::kBlockM;
+    int const split = blockIdx.x / m_blocks;
+    int64_t const u0 = floor_div(int64_t(split) * params.unit_blocks, params.num_splits);
+    int64_t const u1 = floor_div(int64_t(split + 1) * params.unit_blocks, params.num_splits);
+    split_kv_share<Traits, kCausal, kLayout>(params, kv_args, decode_shares(params), blockIdx.z,
+                                             blockIdx.y * m_blocks + blockIdx.x % m_blocks,
+                                             int64_t(blockIdx.z) * params.num_splits + split, u0, u1, smem);
+  } else {
+    // The i-th sequence the share touches, its bounds recomputed from the params each time: held across the
+    // mainloop they cost its paged kernels spills.
+    for (int i = 0;; ++i) {
+      int const lanes = decode_lanes(params);
+      KVShares const shares = decode_shares(params);
+      int64_t const share = blockIdx.x / lanes;
+      int64_t const begin = shares.start(share), end = shares.start(share + 1);
+      int64_t const b = floor_div(begin, shares.unit_blocks) + i;
+      int64_t const b_start = b * shares.unit_blocks;
+      if (b_start >= end) { break; }
+      if (i > 0) { __syncthreads(); }  // the previous sequence's epilogue is done with shared memory
+      split_kv_share<Traits, kCausal, kLayout>(params, kv_args, shares, int(b), int(blockIdx.x % lanes), share,
+                                               max(begin, b_start) - b_start,
+                                               min(end, b_start + shares.unit_blocks) - b_start, smem);
+    }
+  }
+}
+
+// One warp per (batch, head, query row), kCombineWarps rows per CTA: the row's LSE over its unit's shares
+// (skipping those that saw no key), then its O as the LSE-weighted sum of the shares' O, in the caller's dtype and
+// strides.
 constexpr int kCombineWarps = 4;
 
 template <class Element, int kHeadDim>
@@ -277,34 +310,41 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_kernel(__grid_cons
   int const i = row % params.seqlen_q;
   int const h = (row / params.seqlen_q) % params.heads_q;
   int const b = row / (int64_t(params.seqlen_q) * params.heads_q);
-  // Its row in the split kernel's order: row i * group + h % group of (batch b, grid head h / group).
+  // Its split-KV lane and row there: row i * group + h % group of grouped head h / group's rows, in Q blocks of unit_rows;
+  // its sequence's shares of that lane have consecutive slots.
   int const group = params.pack_group;
-  int64_t const accum_row = (int64_t(b) * (params.heads_q / group) + h / group) * (params.seqlen_q * group) +
-                            i * group + h % group;
+  int const group_row = i * group + h % group;
+  int const m_blocks = (params.seqlen_q * group + params.unit_rows - 1) / params.unit_rows;
+  int const row_lane = h / group * m_blocks + group_row / params.unit_rows;
+  KVShares const shares = decode_shares(params);
+  int64_t const first_slot = row_lane * (params.batch + shares.ctas - 1) + b + shares.first_cta(b);
+  int const shares_of_row = int(shares.last_cta(b) - shares.first_cta(b) + 1);
+  int64_t const accum_row = first_slot * params.unit_rows + group_row % params.unit_rows;
   wait_for_prior_grid();  // launched programmatically after the split-KV kernel: its partials complete
 
-  // (num_splits) LSEs and (num_splits, kHeadDim) partial O of this row.
-  Tensor gLSEaccum = make_tensor(make_gmem_ptr(params.lse_accum_ptr + accum_row), make_shape(params.num_splits),
-                                 make_stride(rows));
+  // (shares) LSEs and (shares, kHeadDim) partial O of this row.
+  Tensor gLSEaccum = make_tensor(make_gmem_ptr(params.lse_accum_ptr + accum_row), make_shape(shares_of_row),
+                                 make_stride(params.unit_rows));
   Tensor gOaccum = make_tensor(make_gmem_ptr(params.o_accum_ptr + accum_row * kHeadDim),
-                               make_shape(params.num_splits, Int<kHeadDim>{}), make_stride(rows * kHeadDim, _1{}));
+                               make_shape(shares_of_row, Int<kHeadDim>{}),
+                               make_stride(int64_t(params.unit_rows) * kHeadDim, _1{}));
 
   float lse_max = -INFINITY;
-  for (int s = lane; s < params.num_splits; s += 32) { lse_max = fmaxf(lse_max, gLSEaccum(s)); }
+  for (int s = lane; s < shares_of_row; s += 32) { lse_max = fmaxf(lse_max, gLSEaccum(s)); }
   for (int offset = 16; offset > 0; offset /= 2) {
     lse_max = fmaxf(lse_max, __shfl_xor_sync(0xffffffff, lse_max, offset));
   }
   float sum = 0.f;
   if (lse_max != -INFINITY) {
-    for (int s = lane; s < params.num_splits; s += 32) { sum += __expf(gLSEaccum(s) - lse_max); }
+    for (int s = lane; s < shares_of_row; s += 32) { sum += __expf(gLSEaccum(s) - lse_max); }
   }
   for (int offset = 16; offset > 0; offset /= 2) { sum += __shfl_xor_sync(0xffffffff, sum, offset); }
   float const lse = sum == 0.f ? -INFINITY : lse_max + __logf(sum);
 
-  // Columns lane, lane + 32, ...: each split's row is read as 128-byte warp-wide runs.
+  // Columns lane, lane + 32, ...: each share's row is read as 128-byte warp-wide runs.
   float acc[kColsPerLane] = {};
   if (lse != -INFINITY) {
-    for (int s = 0; s < params.num_splits; ++s) {
+    for (int s = 0; s < shares_of_row; ++s) {
       float const lse_s = gLSEaccum(s);
       if (lse_s == -INFINITY) { continue; }
       float const weight = __expf(lse_s - lse);

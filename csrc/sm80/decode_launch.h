@@ -1,9 +1,11 @@
 // Launch template of the SM80 decode kernels (decode_kernel.h): append (when new keys come), split-KV forward
-// over a grid (Q blocks x splits, heads, batch), combine. Also the split count (decode_plan.h's rules), for callers
-// that leave it to the kernel.
+// over a grid of shares of the units' K/V blocks, combine. Also the split count and the grid (decode_plan.h's
+// rules), for callers that leave them to the kernel.
 #pragma once
 
 #include <cuda_runtime.h>
+
+#include <algorithm>
 
 #include "common/launch.h"
 #include "common/params.h"
@@ -21,7 +23,10 @@ struct SplitKVKernel {
   using Traits = Traits_;
   static constexpr KVLayout kLayout = kLayout_;
   using Mainloop = DecodeMainloop<Traits, kCausal>;
-  static constexpr auto kernel = &split_kv_kernel<Traits, kCausal, kLayout>;
+  template <bool kEqualShares>
+  static constexpr auto kernel = &split_kv_kernel<Traits, kCausal, kLayout, kEqualShares>;
+  // Equal shares across sequences on the key-split tile, where plans split into few long shares.
+  static constexpr bool kHasEqualShares = Traits::kKeySlices > 1;
   static constexpr int kSmemBytes =
       Mainloop::kSmemBytes +
       (kLayout == KVLayout::kPagedTma ? PagedTmaKV<Traits, Mainloop::kKVStages>::kSmemBytes
@@ -32,22 +37,50 @@ struct SplitKVKernel {
                                                         Traits::kBlockN, kLayout),
                 "decode_plan.h's shared-memory rule (mirrored by flashcute/explain/decode.py) must match the kernel");
   // Q blocks of a (batch, K/V head)'s rows (a step's queries times the GQA group it packs); K/V blocks of the longest
-  // sequence; CTAs per SM with num_splits splits of them.
+  // sequence; CTAs per SM of the planned grid.
   static int m_blocks(DecodeParams const& params) {
     return int((int64_t(params.seqlen_q) * params.pack_group + Traits::kBlockM - 1) / Traits::kBlockM);
   }
   static int n_blocks(DecodeParams const& params) { return (params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN; }
-  static int ctas_per_sm(DecodeParams const& params, int num_splits) {
-    return split_kv_ctas_per_sm(kLayout, n_blocks(params), Traits::kBlockN, num_splits);
+  static int ctas_per_sm(DecodeParams const& params) {
+    KVShares const shares = decode_shares(params);
+    return shares_ctas_per_sm(kLayout, shares.blocks, shares.ctas, Traits::kBlockN);
   }
 
   // Whether this kernel copies the call's new K/V rows into the cache itself (decode_plan.h appends_in_split_kv).
   static bool appends_itself(DecodeParams const& params) {
-    int64_t const grid_ctas =
-        int64_t(m_blocks(params)) * params.num_splits * (params.heads_q / params.pack_group) * params.batch;
     return params.k_new_ptr != nullptr &&
            appends_in_split_kv(Traits::kKeySlices > 1, m_blocks(params), params.seqlen_new, params.seqlen_q,
-                               grid_ctas, ctas_per_sm(params, params.num_splits), params.num_sms);
+                               params.split_ctas, ctas_per_sm(params), params.num_sms);
+  }
+
+  // The split count (where the caller leaves it, 0) and the grid, lanes x shares: one share per sequence without a
+  // split; the caller's split count, each sequence's blocks in that many shares; or, where the plan splits, equal
+  // shares of all sequences' blocks in one wave (decode_plan.h plan_split_ctas).
+  static void plan(DecodeParams& params) {
+    params.unit_rows = Traits::kBlockM;
+    params.unit_blocks = n_blocks(params);
+    int const lanes = decode_lanes(params);
+    if (lanes == 0) {  // an append without queries: the append kernel only
+      params.num_splits = 1, params.split_ctas = 0, params.partial_slots = 0;
+      params.equal_shares = false, params.append_in_split_kv = false;
+      return;
+    }
+    bool const planned = params.num_splits <= 0;
+    // A forced count past the blocks would leave shares without one: the combine reads every share of a sequence.
+    params.num_splits = planned ? plan_num_splits(int64_t(lanes) * params.batch, n_blocks(params), Traits::kBlockN,
+                                                  kLayout, params.num_sms)
+                                : std::min(params.num_splits, n_blocks(params));
+    int64_t const equal_shares = kHasEqualShares && planned && params.num_splits > 1
+                                     ? plan_split_shares(int64_t(params.batch) * n_blocks(params), lanes,
+                                                         Traits::kBlockN, kLayout, params.num_sms)
+                                     : 0;
+    params.equal_shares = equal_shares > 0;
+    int64_t const shares = params.equal_shares ? equal_shares : int64_t(params.batch) * params.num_splits;
+    params.split_ctas = int(lanes * shares);
+    // Per lane, along the blocks, each new (sequence, share) pair moves the sequence, the share or both on by one.
+    params.partial_slots = lanes * (params.batch + shares - 1);
+    params.append_in_split_kv = appends_itself(params);
   }
 
   static SplitKVArgs<Traits, kLayout> args(DecodeParams const& params) {
@@ -65,7 +98,8 @@ template <class SplitKV>
 bool binary_has_tma() {
   static bool const has = [] {
     cudaFuncAttributes attributes{};
-    return cudaFuncGetAttributes(&attributes, SplitKV::kernel) == cudaSuccess && attributes.binaryVersion >= 90;
+    return cudaFuncGetAttributes(&attributes, SplitKV::template kernel<false>) == cudaSuccess &&
+           attributes.binaryVersion >= 90;
   }();
   return has;
 }
@@ -90,11 +124,19 @@ void with_split_kv_kernel(DecodeParams const& params, Fn&& fn) {
 template <class SplitKV>
 void launch_split_kv(DecodeParams const& params, cudaStream_t stream) {
   using Traits = typename SplitKV::Traits;
-  int const smem_bytes =
-      split_kv_smem_bytes(params.smem_per_sm, SplitKV::kSmemBytes, SplitKV::ctas_per_sm(params, params.num_splits));
-  allow_dynamic_smem<SplitKV::kernel>(smem_bytes);
+  int const smem_bytes = split_kv_smem_bytes(params.smem_per_sm, SplitKV::kSmemBytes, SplitKV::ctas_per_sm(params));
+  if constexpr (SplitKV::kHasEqualShares) {
+    if (params.equal_shares) {
+      constexpr auto kernel = SplitKV::template kernel<true>;
+      allow_dynamic_smem<kernel>(smem_bytes);
+      kernel<<<params.split_ctas, Traits::kNThreads, smem_bytes, stream>>>(params, SplitKV::args(params));
+      return;
+    }
+  }
+  constexpr auto kernel = SplitKV::template kernel<false>;
+  allow_dynamic_smem<kernel>(smem_bytes);
   dim3 const grid(SplitKV::m_blocks(params) * params.num_splits, params.heads_q / params.pack_group, params.batch);
-  SplitKV::kernel<<<grid, Traits::kNThreads, smem_bytes, stream>>>(params, SplitKV::args(params));
+  kernel<<<grid, Traits::kNThreads, smem_bytes, stream>>>(params, SplitKV::args(params));
 }
 
 // The registry's entry (common/registry.h) for one (dtype, head dim).
@@ -114,15 +156,7 @@ struct DecodeKernel {
   }
 
   static void plan(DecodeParams& params) {
-    with_kernel(params, [&](auto split_kv) {
-      using SplitKV = decltype(split_kv);
-      if (params.num_splits <= 0) {
-        int64_t const ctas = int64_t(SplitKV::m_blocks(params)) * (params.heads_q / params.pack_group) * params.batch;
-        params.num_splits = plan_num_splits(ctas, SplitKV::n_blocks(params), SplitKV::Traits::kBlockN, SplitKV::kLayout,
-                                            params.num_sms);
-      }
-      params.append_in_split_kv = SplitKV::appends_itself(params);
-    });
+    with_kernel(params, [&](auto split_kv) { decltype(split_kv)::plan(params); });
   }
 
   static void launch(DecodeParams const& params, cudaStream_t stream) {

@@ -106,6 +106,21 @@ inline int plan_num_splits(int64_t ctas, int n_blocks, int block_n, KVLayout lay
   return resident == unsplit ? splits : choose_num_splits(ctas, n_blocks, num_sms, resident, cap, thin_tail);
 }
 
+// The shares per lane of a grid that splits, over `blocks` K/V blocks of block_n keys (all sequences'), each lane
+// (a Q block of a grouped head) taking the same equal shares, which may cross sequences (common/block_range.h
+// KVShares): one wave of lanes x shares CTAs, one per SM, where each share is long (decode_ctas_per_sm), so that no
+// SM streams more than another and none waits on a thin last wave; 0 where the shares would be short (two per SM),
+// which split uniformly: there, equal shares measured slower. Against uniform splits, whose grids fill waves only in
+// steps of lanes x sequences (benchmarks/notes.md#d-decode-equal-shares).
+inline int64_t plan_split_shares(int64_t blocks, int lanes, int block_n, KVLayout layout, int num_sms) {
+  bool const long_shares = decode_ctas_per_sm(layout, blocks * lanes * block_n / num_sms) == 1;
+  return long_shares ? num_sms / lanes : 0;
+}
+// CTAs per SM of a grid whose lanes take `shares` shares of `blocks` blocks of block_n keys.
+constexpr int shares_ctas_per_sm(KVLayout layout, int64_t blocks, int64_t shares, int block_n) {
+  return decode_ctas_per_sm(layout, (blocks + shares - 1) / shares * block_n);
+}
+
 // Whether the split-KV kernel copies a call's seqlen_new new K/V rows into the cache itself, rather than after an
 // append kernel: on the key-split tile with one Q block per (batch, K/V head) and no more new rows than queries (a
 // decoding step), each kept row lies in the keys of one split, the only CTA that reads it; and where the grid of

@@ -4,6 +4,7 @@
 //   plan <layout> <num_sms> <block_n> <n_blocks> <ctas>   ->  <num_splits> <ctas_per_sm at that split count>
 //   smem <layout> <traits_smem_bytes> <kv_buffer_bytes> <block_n>   ->  <kernel shared memory> <K/V stages>
 //   launch <smem_per_sm> <kernel_smem_bytes> <ctas_per_sm>   ->  <shared memory the CTA launches with>
+//   shares <layout> <num_sms> <block_n> <blocks> <lanes>   ->  <equal shares per lane, 0: none> <their ctas_per_sm>
 //   append <key_split_tile 0|1> <m_blocks> <seqlen_new> <seqlen_q> <grid_ctas> <ctas_per_sm> <num_sms>
 //       ->  1 where the split-KV kernel copies the new rows itself, else 0
 //
@@ -64,6 +65,14 @@ int main() {
       if (in >> key_split >> m_blocks >> seqlen_new >> seqlen_q >> grid_ctas >> ctas_per_sm >> num_sms) {
         printf("%d\n", int(plan::appends_in_split_kv(key_split != 0, m_blocks, seqlen_new, seqlen_q, grid_ctas,
                                                       ctas_per_sm, num_sms)));
+        continue;
+      }
+    } else if (what == "shares") {
+      int num_sms, block_n, lanes;
+      long long blocks;
+      if (in >> layout_name >> num_sms >> block_n >> blocks >> lanes && parse_layout(layout_name, layout)) {
+        long long const shares = plan::plan_split_shares(blocks, lanes, block_n, layout, num_sms);
+        printf("%lld %d\n", shares, shares > 0 ? plan::shares_ctas_per_sm(layout, blocks, shares, block_n) : 0);
         continue;
       }
     } else if (what == "launch") {

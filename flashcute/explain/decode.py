@@ -82,6 +82,17 @@ def plan_num_splits(ctas, n_blocks, block_n, layout, num_sms):
     return splits if resident == unsplit else choose_num_splits(ctas, n_blocks, num_sms, resident, cap, thin_tail)
 
 
+def split_shares(blocks, lanes, block_n, layout, num_sms):
+    """plan_split_shares: the equal shares per lane (a Q block of a grouped head) of all sequences' blocks, one wave
+    of one CTA per SM, where those shares are long; 0 where they would be short (the plan then splits uniformly)."""
+    return num_sms // lanes if ctas_per_sm(layout, blocks * lanes * block_n // num_sms) == 1 else 0
+
+
+def shares_ctas_per_sm(layout, blocks, shares, block_n):
+    """shares_ctas_per_sm: CTAs per SM of a grid whose lanes take `shares` shares of `blocks` blocks."""
+    return ctas_per_sm(layout, -(-blocks // shares) * block_n)
+
+
 def appends_in_split_kv(key_split_tile, m_blocks, seqlen_new, seqlen_q, grid_ctas, ctas_per_sm, num_sms):
     """appends_in_split_kv: whether the split-KV kernel copies a decoding step's new K/V rows itself (the key-split
     tile, one Q block per (batch, K/V head), no more new rows than queries, a grid of at most two waves) rather than
@@ -130,14 +141,20 @@ def decode_plan(dtype, head_dim, batch, heads_q, heads_kv, seqlen_q, seqlen_k, p
     layout = kv_layout(device, page_size, head_dim, cfg)
     m_blocks = -(-rows // cfg.block_m)
     n_blocks = -(-seqlen_k // cfg.block_n)
-    ctas = m_blocks * heads_kv * batch
+    lanes = m_blocks * heads_kv
+    ctas = lanes * batch
     splits = plan_num_splits(ctas, n_blocks, cfg.block_n, layout, device.num_sms)
-    resident = split_ctas_per_sm(layout, n_blocks, cfg.block_n, splits)
+    # decode_launch.h SplitKVKernel::plan: equal shares across sequences on the key-split tile, where they are long.
+    equal = (cfg is key_split_tile and splits > 1
+             and split_shares(batch * n_blocks, lanes, cfg.block_n, layout, device.num_sms) > 0)
+    shares = split_shares(batch * n_blocks, lanes, cfg.block_n, layout, device.num_sms) if equal else batch * splits
+    resident = shares_ctas_per_sm(layout, batch * n_blocks, shares, cfg.block_n)
     unsplit_resident = split_ctas_per_sm(layout, n_blocks, cfg.block_n, 1)
     kv_buffer = cfg.smem_kv_elems * cfg.element_bytes
     used = kernel_smem_bytes(cfg.smem_bytes, kv_buffer, cfg.block_n, layout)
     blocks_per_split = -(-n_blocks // splits) if n_blocks else 0
-    grid_ctas = ctas * splits
+    blocks_per_share = -(-(batch * n_blocks) // shares)
+    grid_ctas = lanes * shares
     out_rows = batch * heads_q * seqlen_q
     element = cfg.element_bytes
     return {
@@ -150,17 +167,19 @@ def decode_plan(dtype, head_dim, batch, heads_q, heads_kv, seqlen_q, seqlen_k, p
         "row_packing": [{"row": r, "query": r // group, "head": r % group} for r in range(min(rows, cfg.block_m))],
         "layout": layout, "kv_blocks": n_blocks, "ctas_unsplit": ctas, "num_splits": splits,
         "blocks_per_split": blocks_per_split, "keys_per_split": blocks_per_split * cfg.block_n,
+        "lanes": lanes, "equal_shares": equal, "shares_per_lane": shares, "blocks_per_share": blocks_per_share,
         "ctas_per_sm": resident, "unsplit_ctas_per_sm": unsplit_resident,
         "unsplit_waves": ctas / (unsplit_resident * device.num_sms), "smem_used_bytes": used,
         "smem_launch_bytes": launch_smem_bytes(device.smem_per_sm, used, resident),
-        "grid": [m_blocks * splits, heads_kv, batch], "grid_ctas": grid_ctas, "slots": resident * device.num_sms,
+        "grid": [grid_ctas] if equal else [m_blocks * splits, heads_kv, batch], "grid_ctas": grid_ctas,
+        "slots": resident * device.num_sms,
         "waves": grid_ctas / (resident * device.num_sms),
         "combine": splits > 1,
         "seqlen_new": seqlen_new,
         "append": None if seqlen_new == 0 else
         "split-kv" if appends_in_split_kv(cfg is key_split_tile, m_blocks, seqlen_new, seqlen_q, grid_ctas, resident,
                                           device.num_sms) else "append kernel",
-        "workspace_bytes": splits * out_rows * (cfg.head_dim + 1) * 4 if splits > 1 else 0,
+        "workspace_bytes": lanes * (batch + shares - 1) * cfg.block_m * (cfg.head_dim + 1) * 4 if splits > 1 else 0,
         "kv_bytes": 2 * batch * heads_kv * seqlen_k * head_dim * element,
         "q_o_bytes": 2 * out_rows * head_dim * element,
     }
@@ -217,15 +236,23 @@ def decode_text(p):
                  + f"; {t['kv_stages']} K/V stage(s).")
     lines += ["", f"Split: {p['kv_blocks']} K/V blocks per sequence; {p['ctas_unsplit']} CTAs before splitting; "
                   f"{p['num_splits']} split(s) of {p['blocks_per_split']} blocks ({p['keys_per_split']} keys) each.",
-              _split_reason(p),
-              f"Grid ({' x '.join(map(str, p['grid']))}) = {p['grid_ctas']} CTAs at {p['ctas_per_sm']} per SM: "
+              _split_reason(p)]
+    if p["equal_shares"]:
+        lines.append(f"Equal shares: each of the {p['lanes']} lanes (a Q block of a K/V head) takes "
+                     f"{p['shares_per_lane']} shares of the batch's {p['batch']} x {p['kv_blocks']} blocks, one "
+                     f"sequence after another, {p['blocks_per_share']} blocks "
+                     f"({p['blocks_per_share'] * t['block_n']} keys) each; a share may end in one sequence and go on "
+                     f"in the next. The lanes of a share run side by side and read each cache row at about the same "
+                     f"time; one CTA per SM, one wave, in place of the {p['num_splits']} splits per sequence.")
+    lines += [f"Grid ({' x '.join(map(str, p['grid']))}) = {p['grid_ctas']} CTAs at {p['ctas_per_sm']} per SM: "
               f"{p['waves']:.2f} waves.",
               f"Shared memory: {p['smem_used_bytes']} B used, launched with {p['smem_launch_bytes']} B so that "
               + ("each CTA runs alone on its SM." if p["ctas_per_sm"] == 1 else
                  f"an SM holds at most {p['ctas_per_sm']} of them.")]
     if p["combine"]:
-        lines.append(f"Combine: each split writes float32 partial O and LSE ({_bytes(p['workspace_bytes'])} of "
-                     f"workspace); a second kernel merges them, one warp per output row.")
+        lines.append(f"Combine: each share writes float32 partial O and LSE per sequence it holds "
+                     f"({_bytes(p['workspace_bytes'])} of workspace); a second kernel merges a row's, one warp per "
+                     f"output row.")
     else:
         lines.append("One split: the split-KV kernel writes O and LSE itself; no combine kernel runs.")
     if p["append"] == "split-kv":
@@ -247,8 +274,8 @@ MAX_WAVES_DRAWN = 12
 
 def draw_decode_plan(p, out_dir, stem):
     """Three panels: the grid's CTAs over the SMs' slots wave by wave (a thin last wave leaves SMs idle), one
-    sequence's keys cut into splits (and K/V blocks), and one Q block's rows (the GQA group packed) with, on the
-    key-split tile, the key slice each warp takes of a block."""
+    sequence's keys cut into splits (and K/V blocks), or with equal shares the batch's keys cut into them, and one Q
+    block's rows (the GQA group packed) with, on the key-split tile, the key slice each warp takes of a block."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
 
@@ -274,23 +301,40 @@ def draw_decode_plan(p, out_dir, stem):
                        + (f" (waves {MAX_WAVES_DRAWN} to {waves - 1} not drawn)" if waves > MAX_WAVES_DRAWN else ""),
                        fontsize=9)
 
-    keys = max(p["seqlen_k"], 1)
     colors = plt.get_cmap("tab20").colors
-    for split in range(p["num_splits"]):
-        start = split * p["keys_per_split"]
-        width = min(p["keys_per_split"], p["seqlen_k"] - start)
-        if width > 0:
-            ax_keys.add_patch(Rectangle((start, 0), width, 1, facecolor=colors[split % 20], edgecolor="black", lw=0.5))
-            if p["num_splits"] <= 32:
-                ax_keys.text(start + width / 2, 0.5, str(split), ha="center", va="center", fontsize=6)
-    if p["kv_blocks"] <= 128:
-        for block in range(1, p["kv_blocks"]):
-            ax_keys.axvline(block * t["block_n"], color="white", lw=0.4)
+    if p["equal_shares"]:
+        # The batch's blocks one sequence after another, cut into the shares every lane takes (KVShares::start).
+        blocks, shares = p["batch"] * p["kv_blocks"], p["shares_per_lane"]
+        keys = blocks * t["block_n"]
+        for share in range(shares):
+            start, end = share * blocks // shares * t["block_n"], (share + 1) * blocks // shares * t["block_n"]
+            ax_keys.add_patch(Rectangle((start, 0), end - start, 1, facecolor=colors[share % 20], edgecolor="black",
+                                        lw=0.5))
+            if shares <= 32:
+                ax_keys.text((start + end) / 2, 0.5, str(share), ha="center", va="center", fontsize=6)
+        if p["batch"] <= 128:
+            for b in range(1, p["batch"]):
+                ax_keys.axvline(b * p["kv_blocks"] * t["block_n"], color="black", lw=1.2)
+        ax_keys.set_xlabel(f"the batch's keys, one sequence after another (black: where a sequence ends): "
+                           f"{shares} equal shares, each one CTA per lane, may cross sequences")
+    else:
+        keys = max(p["seqlen_k"], 1)
+        for split in range(p["num_splits"]):
+            start = split * p["keys_per_split"]
+            width = min(p["keys_per_split"], p["seqlen_k"] - start)
+            if width > 0:
+                ax_keys.add_patch(Rectangle((start, 0), width, 1, facecolor=colors[split % 20], edgecolor="black",
+                                            lw=0.5))
+                if p["num_splits"] <= 32:
+                    ax_keys.text(start + width / 2, 0.5, str(split), ha="center", va="center", fontsize=6)
+        if p["kv_blocks"] <= 128:
+            for block in range(1, p["kv_blocks"]):
+                ax_keys.axvline(block * t["block_n"], color="white", lw=0.4)
+        ax_keys.set_xlabel(f"keys of one sequence: {p['num_splits']} split(s) of {p['blocks_per_split']} blocks of "
+                           f"{t['block_n']} keys; each split is one CTA per (Q block, K/V head, batch)"
+                           + ("" if p["page_size"] is None else f"; {p['layout']} pages of {p['page_size']} rows"))
     ax_keys.set_xlim(0, keys)
     ax_keys.set_yticks([])
-    ax_keys.set_xlabel(f"keys of one sequence: {p['num_splits']} split(s) of {p['blocks_per_split']} blocks of "
-                       f"{t['block_n']} keys; each split is one CTA per (Q block, K/V head, batch)"
-                       + ("" if p["page_size"] is None else f"; {p['layout']} pages of {p['page_size']} rows"))
 
     group = p["group"]
     for row in range(t["block_m"]):

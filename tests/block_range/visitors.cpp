@@ -1,10 +1,12 @@
-// Host-side check of the backward's block ranges (csrc/common/block_range.h): for every Q block, the K/V blocks
-// whose q_block_range contains it are exactly [0, kv_blocks_visiting) (the prefix the deterministic modes order
-// their dQ additions by), the decode kernel's splits of a K/V range (check_splits), and the deterministic
-// non-causal turns of rotated walks (check_rotated_turns). Built with g++ by tests/test_block_range.py; prints
-// one line per mismatch, then "checked N".
+// Host-side check of the block ranges (csrc/common/block_range.h): for every Q block, the K/V blocks whose
+// q_block_range contains it are exactly [0, kv_blocks_visiting) (the prefix the deterministic modes order their dQ
+// additions by); the decode kernel's shares of the sequences' K/V blocks and its exact floor_div (check_shares);
+// and the deterministic non-causal turns of rotated walks (check_rotated_turns). Built with g++ by
+// tests/test_block_range.py; prints one line per mismatch, then "checked N".
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <vector>
 
 #include <cuda_runtime.h>  // __host__ / __device__ for the host compiler
 
@@ -37,35 +39,81 @@ long check(int seqlen_q, int seqlen_k, bool top_left, long& cases) {
   return bad;
 }
 
-// split_kv_block_range: the splits of a Q block's K/V blocks cover [0, n_block_max) once, in order, and each
-// split masks exactly the blocks the whole range masks.
-long check_splits(long& cases) {
+// KVShares: the shares of every CTA count (up to one block each) tile all units' blocks once, in order, none empty;
+// the CTAs touching a unit are first_cta .. last_cta; their partial slots (unit + CTA) are distinct and below
+// units + ctas - 1; and a unit's shares of any shorter range (range_of) cover it once, in order, each masking
+// exactly the blocks the whole range masks.
+long check_shares(long& cases) {
   long bad = 0;
-  for (int n_max = 0; n_max <= 40; ++n_max) {
-    for (int unmasked = 0; unmasked <= n_max; ++unmasked) {
-      for (int splits = 1; splits <= 12; ++splits) {
-        int next = 0;
-        for (int s = 0; s < splits; ++s) {
-          flashcute::KVBlockRange const r = flashcute::split_kv_block_range({n_max, unmasked}, s, splits);
-          if (r.n_block_min >= r.n_block_max) { continue; }
-          bool const ok = r.n_block_min == next && r.n_block_unmasked >= r.n_block_min &&
-                          r.n_block_unmasked <= r.n_block_max &&
-                          r.n_block_unmasked == std::max(r.n_block_min, std::min(unmasked, r.n_block_max));
-          if (!ok) {
-            std::printf("split mismatch n_max %d unmasked %d splits %d split %d: [%d, %d) unmasked %d\n", n_max,
-                        unmasked, splits, s, r.n_block_min, r.n_block_max, r.n_block_unmasked);
+  // floor_div against integer division, near the double's rounding (quotients next to integers, up to 2^53).
+  uint64_t x = 88172645463325252ull;
+  for (int i = 0; i < 200000; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    int64_t const b = int64_t(x % (1ull << (1 + i % 40))) + 1;
+    int64_t const limit = (int64_t(1) << 53) - 1;
+    int64_t const a = std::min<int64_t>(int64_t(x >> 11) % (limit + 1) / b * b - i % 3, limit);  // at a multiple
+    if (a >= 0 && flashcute::floor_div(a, b) != a / b) {
+      std::printf("floor_div(%ld, %ld) = %ld, not %ld\n", long(a), long(b), long(flashcute::floor_div(a, b)),
+                  long(a / b));
+      ++bad;
+    }
+  }
+  for (int units = 1; units <= 5; ++units) {
+    for (int unit_blocks = 1; unit_blocks <= 9; ++unit_blocks) {
+      int const blocks = units * unit_blocks;
+      for (int ctas = 1; ctas <= blocks; ++ctas) {
+        flashcute::KVShares const shares{unit_blocks, blocks, ctas};
+        std::vector<int> slot_seen(units + ctas - 1, 0);
+        for (int c = 0; c < ctas; ++c) {
+          if (shares.start(c) >= shares.start(c + 1)) {
+            std::printf("empty share: units %d unit_blocks %d ctas %d cta %d\n", units, unit_blocks, ctas, c);
             ++bad;
           }
-          next = r.n_block_max;
         }
-        if (next != n_max) {
-          std::printf("splits of n_max %d (%d splits) end at %d\n", n_max, splits, next);
-          ++bad;
+        for (int u = 0; u < units; ++u) {
+          for (int c = 0; c < ctas; ++c) {
+            bool const touches = shares.start(c) < (u + 1) * unit_blocks && shares.start(c + 1) > u * unit_blocks;
+            bool const listed = shares.first_cta(u) <= c && c <= shares.last_cta(u);
+            if (touches != listed) {
+              std::printf("unit %d cta %d: touches %d listed %d (units %d unit_blocks %d ctas %d)\n", u, c,
+                          int(touches), int(listed), units, unit_blocks, ctas);
+              ++bad;
+            }
+            if (touches && slot_seen.at(u + c)++ != 0) {
+              std::printf("slot %d twice (units %d unit_blocks %d ctas %d)\n", u + c, units, unit_blocks, ctas);
+              ++bad;
+            }
+          }
+          for (int n_max = 0; n_max <= unit_blocks; ++n_max) {
+            for (int unmasked = 0; unmasked <= n_max; ++unmasked) {
+              int next = 0;
+              for (int c = int(shares.first_cta(u)); c <= shares.last_cta(u); ++c) {
+                int64_t const u0 = std::max<int64_t>(shares.start(c), int64_t(u) * unit_blocks) - u * unit_blocks;
+                int64_t const u1 = std::min<int64_t>(shares.start(c + 1), int64_t(u + 1) * unit_blocks) -
+                                   u * unit_blocks;
+                flashcute::KVBlockRange const r = shares.range_of({n_max, unmasked}, u0, u1);
+                if (r.n_block_min >= r.n_block_max) { continue; }
+                bool const ok = r.n_block_min == next &&
+                                r.n_block_unmasked == std::max(r.n_block_min, std::min(unmasked, r.n_block_max));
+                if (!ok) {
+                  std::printf("share mismatch n_max %d unmasked %d cta %d: [%d, %d) unmasked %d\n", n_max, unmasked, c,
+                              r.n_block_min, r.n_block_max, r.n_block_unmasked);
+                  ++bad;
+                }
+                next = r.n_block_max;
+              }
+              if (next != n_max) {
+                std::printf("shares of n_max %d end at %d (units %d unit_blocks %d ctas %d)\n", n_max, next, units,
+                            unit_blocks, ctas);
+                ++bad;
+              }
+            }
+          }
         }
+        ++cases;
       }
     }
   }
-  ++cases;
   return bad;
 }
 
@@ -125,7 +173,7 @@ int main() {
       }
     }
   }
-  bad += check_splits(cases);
+  bad += check_shares(cases);
   bad += check_rotated_turns(cases);
   std::printf("checked %ld\n", cases);
   return bad == 0 ? 0 : 1;
