@@ -52,7 +52,8 @@ struct KVShares {
   int64_t blocks;       // of all units
   int64_t ctas;
 
-  __host__ __device__ int64_t start(int64_t cta) const { return floor_div(cta * blocks, ctas); }  // the share's first block
+  // The first block of a CTA's share; the CTA whose share holds a block; those holding a unit's first and last.
+  __host__ __device__ int64_t start(int64_t cta) const { return floor_div(cta * blocks, ctas); }
   __host__ __device__ int64_t cta_of(int64_t block) const { return floor_div((block + 1) * ctas - 1, blocks); }
   __host__ __device__ int64_t first_cta(int64_t unit) const { return cta_of(unit * unit_blocks); }
   __host__ __device__ int64_t last_cta(int64_t unit) const { return cta_of((unit + 1) * unit_blocks - 1); }

@@ -5,8 +5,8 @@
 //   split_kv_kernel   each CTA runs the forward mainloop for its lane (a Q block of a grouped head) over its share of
 //                     the sequences' K/V blocks (common/block_range.h decode_shares), sequence by sequence
 //                     (contiguous, or paged: by cp.async, or by TMA on Hopper), and writes a partial O and LSE in
-//                     float32 per sequence, or with one split the final O and LSE; where a (batch, K/V head) has few rows
-//                     (kernel_traits.h DecodeTraits::KeySplit), its warps split each block's keys
+//                     float32 per sequence, or with one split the final O and LSE; where a (batch, K/V head) has few
+//                     rows (kernel_traits.h DecodeTraits::KeySplit), its warps split each block's keys
 //   combine_kernel    O = sum over a row's shares of exp(LSE_share - LSE) * O_share, LSE = log sum exp(LSE_share),
 //                     where there are several
 #pragma once
@@ -310,8 +310,8 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_kernel(__grid_cons
   int const i = row % params.seqlen_q;
   int const h = (row / params.seqlen_q) % params.heads_q;
   int const b = row / (int64_t(params.seqlen_q) * params.heads_q);
-  // Its split-KV lane and row there: row i * group + h % group of grouped head h / group's rows, in Q blocks of unit_rows;
-  // its sequence's shares of that lane have consecutive slots.
+  // Its split-KV lane and row there: row i * group + h % group of grouped head h / group's rows, in Q blocks of
+  // unit_rows; its sequence's shares of that lane have consecutive slots.
   int const group = params.pack_group;
   int const group_row = i * group + h % group;
   int const m_blocks = (params.seqlen_q * group + params.unit_rows - 1) / params.unit_rows;
