@@ -1,5 +1,5 @@
 // Launch template of the SM80 decode kernels (decode_kernel.h): append (when new keys come), split-KV forward
-// over a grid of shares of the units' K/V blocks, combine. Also the split count and the grid (decode_plan.h's
+// over a grid of shares of the sequences' K/V blocks, combine. Also the split count and the grid (decode_plan.h's
 // rules), for callers that leave them to the kernel.
 #pragma once
 
@@ -55,8 +55,8 @@ struct SplitKVKernel {
   }
 
   // The split count (where the caller leaves it, 0) and the grid, lanes x shares: one share per sequence without a
-  // split; the caller's split count, each sequence's blocks in that many shares; or, where the plan splits, equal
-  // shares of all sequences' blocks in one wave (decode_plan.h plan_split_ctas).
+  // split; the caller's or the plan's split count, each sequence's blocks in that many shares; or, where the plan
+  // splits into long shares, equal shares of all sequences' blocks in one wave (decode_plan.h plan_split_shares).
   static void plan(DecodeParams& params) {
     params.unit_rows = Traits::kBlockM;
     params.unit_blocks = n_blocks(params);
@@ -77,7 +77,7 @@ struct SplitKVKernel {
                                      : 0;
     params.equal_shares = equal_shares > 0;
     int64_t const shares = params.equal_shares ? equal_shares : int64_t(params.batch) * params.num_splits;
-    params.split_ctas = int(lanes * shares);
+    params.split_ctas = lanes * shares;
     // Per lane, along the blocks, each new (sequence, share) pair moves the sequence, the share or both on by one.
     params.partial_slots = lanes * (params.batch + shares - 1);
     params.append_in_split_kv = appends_itself(params);
@@ -129,7 +129,7 @@ void launch_split_kv(DecodeParams const& params, cudaStream_t stream) {
     if (params.equal_shares) {
       constexpr auto kernel = SplitKV::template kernel<true>;
       allow_dynamic_smem<kernel>(smem_bytes);
-      kernel<<<params.split_ctas, Traits::kNThreads, smem_bytes, stream>>>(params, SplitKV::args(params));
+      kernel<<<unsigned(params.split_ctas), Traits::kNThreads, smem_bytes, stream>>>(params, SplitKV::args(params));
       return;
     }
   }
