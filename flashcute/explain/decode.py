@@ -145,9 +145,10 @@ def decode_plan(dtype, head_dim, batch, heads_q, heads_kv, seqlen_q, seqlen_k, p
     ctas = lanes * batch
     splits = plan_num_splits(ctas, n_blocks, cfg.block_n, layout, device.num_sms)
     # decode_launch.h SplitKVKernel::plan: equal shares across sequences on the key-split tile, where they are long.
-    equal = (cfg is key_split_tile and splits > 1
-             and split_shares(batch * n_blocks, lanes, cfg.block_n, layout, device.num_sms) > 0)
-    shares = split_shares(batch * n_blocks, lanes, cfg.block_n, layout, device.num_sms) if equal else batch * splits
+    equal_shares = (split_shares(batch * n_blocks, lanes, cfg.block_n, layout, device.num_sms)
+                    if cfg is key_split_tile and splits > 1 else 0)
+    equal = equal_shares > 0
+    shares = equal_shares if equal else batch * splits
     resident = shares_ctas_per_sm(layout, batch * n_blocks, shares, cfg.block_n)
     unsplit_resident = split_ctas_per_sm(layout, n_blocks, cfg.block_n, 1)
     kv_buffer = cfg.smem_kv_elems * cfg.element_bytes
