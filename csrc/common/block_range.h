@@ -72,12 +72,25 @@ struct KVShares {
 // every lane of a sequence reads the same K/V rows (a cache row holds all its heads), so the lanes take the same
 // shares of the sequences' blocks, side by side in the grid (CTA = share x lanes + lane), and read each row at
 // about the same time (benchmarks/notes.md#d-decode-equal-shares).
+// The Q blocks of a (batch, K/V head)'s rows, a step's queries times the GQA group it packs, in blocks of
+// rows_per_block: the plan's unit_rows (a kernel passes its kBlockM, a constant to divide by).
+__host__ __device__ inline int decode_q_blocks(DecodeParams const& p, int rows_per_block) {
+  return int((int64_t(p.seqlen_q) * p.pack_group + rows_per_block - 1) / rows_per_block);
+}
 __host__ __device__ inline int decode_lanes(DecodeParams const& p) {
-  int const q_blocks = int((int64_t(p.seqlen_q) * p.pack_group + p.unit_rows - 1) / p.unit_rows);
-  return q_blocks * (p.heads_q / p.pack_group);
+  return decode_q_blocks(p, p.unit_rows) * (p.heads_q / p.pack_group);
 }
 __host__ __device__ inline KVShares decode_shares(DecodeParams const& p) {
   return {p.unit_blocks, int64_t(p.batch) * p.unit_blocks, p.split_ctas / decode_lanes(p)};
+}
+// A lane's partial slots: along its blocks each new (sequence, share) pair moves the sequence, the share or both on
+// by one, so share c of sequence b is the lane's slot b + c of batch + shares - 1 (DecodeParams partial_slots).
+__host__ __device__ inline int64_t decode_slots_per_lane(int batch, int64_t shares_per_lane) {
+  return batch + shares_per_lane - 1;
+}
+__host__ __device__ inline int64_t decode_partial_slot(DecodeParams const& p, KVShares const& shares, int lane, int b,
+                                                       int64_t share) {
+  return lane * decode_slots_per_lane(p.batch, shares.ctas) + b + share;
 }
 
 struct QBlockRange {

@@ -84,8 +84,8 @@ struct DecodeParams : FwdParams {
   bool equal_shares;  // the shares may cross sequences (else share b x num_splits + s is split s of sequence b)
   int smem_per_sm;  // shared memory of one SM of the device, bytes (sm80/decode_plan.h split_kv_smem_bytes)
   int arch;         // the device's compute capability, major * 10 + minor
-  // Per partial slot (share c of lane l in sequence b is slot l x (batch + shares - 1) + b + c: partial_slots of them,
-  // set by the plan), unit_rows rows in the lane's row order (null with one split):
+  // Per partial slot (common/block_range.h decode_partial_slot; partial_slots of them, set by the plan), unit_rows
+  // rows in the lane's row order (null with one split):
   int64_t partial_slots;
   float* __restrict__ o_accum_ptr;    // (slots, unit_rows, the kernel's kHeadDim)
   float* __restrict__ lse_accum_ptr;  // (slots, unit_rows); -inf where a share saw no key

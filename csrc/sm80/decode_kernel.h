@@ -179,7 +179,7 @@ __device__ __forceinline__ void split_kv_share(DecodeParams const& params, Split
 
   int const group = params.pack_group;
   int const rows = params.seqlen_q * group;  // of a (batch, K/V head) with grouping, else of a (batch, query head)
-  int const m_blocks = (rows + kBlockM - 1) / kBlockM;
+  int const m_blocks = decode_q_blocks(params, kBlockM);
   int const m_block = lane % m_blocks;
   int const bidh = lane / m_blocks;  // the group's first query head is bidh * group
   int const bidh_kv = bidh * group / (params.heads_q / params.heads_kv);
@@ -195,8 +195,7 @@ __device__ __forceinline__ void split_kv_share(DecodeParams const& params, Split
   // Where the CTA's rows go: with one split, straight to O and LSE (no combine kernel runs); with several, this
   // share's partial O and LSE in float32 (common/params.h DecodeParams o_accum_ptr), for the combine kernel.
   FinalRows<Element> const final_rows{params, bidb, bidh * group, m_block * kBlockM};
-  int64_t const slot = lane * (params.batch + shares.ctas - 1) + bidb + share;
-  PartialRows<kHeadDim> const partial_rows{params, slot * kBlockM};
+  PartialRows<kHeadDim> const partial_rows{params, decode_partial_slot(params, shares, lane, bidb, share) * kBlockM};
   bool const one_split = params.num_splits == 1;
 
   if (range.n_block_min >= range.n_block_max) {  // no key in this share: O = 0, LSE = -inf (the combine skips it)
@@ -269,7 +268,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, kDecodeMaxCtasPerSm)
   extern __shared__ __align__(1024) char smem[];
   allow_dependent_grids();  // the combine kernel may start (decode_launch.h); it waits for this grid's partials
   if constexpr (!kEqualShares) {
-    int const m_blocks = (params.seqlen_q * params.pack_group + Traits::kBlockM - 1) / Traits::kBlockM;
+    int const m_blocks = decode_q_blocks(params, Traits::kBlockM);
     int const split = blockIdx.x / m_blocks;
     int64_t const u0 = floor_div(int64_t(split) * params.unit_blocks, params.num_splits);
     int64_t const u1 = floor_div(int64_t(split + 1) * params.unit_blocks, params.num_splits);
@@ -314,10 +313,9 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_kernel(__grid_cons
   // unit_rows; its sequence's shares of that lane have consecutive slots.
   int const group = params.pack_group;
   int const group_row = i * group + h % group;
-  int const m_blocks = (params.seqlen_q * group + params.unit_rows - 1) / params.unit_rows;
-  int const row_lane = h / group * m_blocks + group_row / params.unit_rows;
+  int const row_lane = h / group * decode_q_blocks(params, params.unit_rows) + group_row / params.unit_rows;
   KVShares const shares = decode_shares(params);
-  int64_t const first_slot = row_lane * (params.batch + shares.ctas - 1) + b + shares.first_cta(b);
+  int64_t const first_slot = decode_partial_slot(params, shares, row_lane, b, shares.first_cta(b));
   int const shares_of_row = int(shares.last_cta(b) - shares.first_cta(b) + 1);
   int64_t const accum_row = first_slot * params.unit_rows + group_row % params.unit_rows;
   wait_for_prior_grid();  // launched programmatically after the split-KV kernel: its partials complete

@@ -38,9 +38,7 @@ struct SplitKVKernel {
                 "decode_plan.h's shared-memory rule (mirrored by flashcute/explain/decode.py) must match the kernel");
   // Q blocks of a (batch, K/V head)'s rows (a step's queries times the GQA group it packs); K/V blocks of the longest
   // sequence; CTAs per SM of the planned grid.
-  static int m_blocks(DecodeParams const& params) {
-    return int((int64_t(params.seqlen_q) * params.pack_group + Traits::kBlockM - 1) / Traits::kBlockM);
-  }
+  static int m_blocks(DecodeParams const& params) { return decode_q_blocks(params, Traits::kBlockM); }
   static int n_blocks(DecodeParams const& params) { return (params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN; }
   static int ctas_per_sm(DecodeParams const& params) {
     KVShares const shares = decode_shares(params);
@@ -78,8 +76,7 @@ struct SplitKVKernel {
     params.equal_shares = equal_shares > 0;
     int64_t const shares = params.equal_shares ? equal_shares : int64_t(params.batch) * params.num_splits;
     params.split_ctas = lanes * shares;
-    // Per lane, along the blocks, each new (sequence, share) pair moves the sequence, the share or both on by one.
-    params.partial_slots = lanes * (params.batch + shares - 1);
+    params.partial_slots = lanes * decode_slots_per_lane(params.batch, shares);
     params.append_in_split_kv = appends_itself(params);
   }
 

@@ -40,8 +40,8 @@ long check(int seqlen_q, int seqlen_k, bool top_left, long& cases) {
 }
 
 // KVShares: the shares of every CTA count (up to one block each) tile all units' blocks once, in order, none empty;
-// the CTAs touching a unit are first_cta .. last_cta; their partial slots (unit + CTA) are distinct and below
-// units + ctas - 1; and a unit's shares of any shorter range (range_of) cover it once, in order, each masking
+// the CTAs touching a unit are first_cta .. last_cta; their partial slots (decode_partial_slot, for two lanes) are
+// distinct and below the plan's count; and a unit's shares of any shorter range (range_of) cover it once, in order, each masking
 // exactly the blocks the whole range masks.
 long check_shares(long& cases) {
   long bad = 0;
@@ -63,7 +63,10 @@ long check_shares(long& cases) {
       int const blocks = units * unit_blocks;
       for (int ctas = 1; ctas <= blocks; ++ctas) {
         flashcute::KVShares const shares{unit_blocks, blocks, ctas};
-        std::vector<int> slot_seen(units + ctas - 1, 0);
+        flashcute::DecodeParams p{};
+        p.batch = units;
+        int const lanes = 2;
+        std::vector<int> slot_seen(lanes * flashcute::decode_slots_per_lane(units, ctas), 0);
         for (int c = 0; c < ctas; ++c) {
           if (shares.start(c) >= shares.start(c + 1)) {
             std::printf("empty share: units %d unit_blocks %d ctas %d cta %d\n", units, unit_blocks, ctas, c);
@@ -79,9 +82,13 @@ long check_shares(long& cases) {
                           int(touches), int(listed), units, unit_blocks, ctas);
               ++bad;
             }
-            if (touches && slot_seen.at(u + c)++ != 0) {
-              std::printf("slot %d twice (units %d unit_blocks %d ctas %d)\n", u + c, units, unit_blocks, ctas);
-              ++bad;
+            for (int lane = 0; touches && lane < lanes; ++lane) {
+              int64_t const slot = flashcute::decode_partial_slot(p, shares, lane, u, c);
+              if (slot < 0 || slot >= int64_t(slot_seen.size()) || slot_seen[slot]++ != 0) {
+                std::printf("slot %ld out of range or twice (units %d unit_blocks %d ctas %d lane %d)\n", long(slot),
+                            units, unit_blocks, ctas, lane);
+                ++bad;
+              }
             }
           }
           for (int n_max = 0; n_max <= unit_blocks; ++n_max) {
