@@ -9,7 +9,7 @@ namespace flashcute {
 struct KVBlockRange {
   int n_block_max;       // visit blocks [n_block_min, n_block_max); empty means no row of the Q block sees a key
   int n_block_unmasked;  // blocks below n_block_unmasked need no mask; the rest (ragged tail, diagonal) do
-  int n_block_min = 0;   // > 0 only for a share of the keys (KVShares::range_of)
+  int n_block_min = 0;   // > 0 only for a share of the keys (split_kv_block_range, KVShares::range_of)
 };
 
 // group > 1: the Q block's rows are grouped query heads (the decode kernel's packing), row r being query r / group.
@@ -27,6 +27,17 @@ __host__ __device__ inline KVBlockRange kv_block_range(Seq const& seq, int m_blo
     n_block_unmasked = min(n_block_unmasked, all_visible_end <= 0 ? 0 : all_visible_end / kBlockN);
   }
   return {n_block_max, min(n_block_unmasked, n_block_max)};
+}
+
+// Uniform split-KV: split `split` of `num_splits` takes the next ceil(n_block_max / num_splits) of a Q block's K/V
+// blocks (the last ones may be empty: n_block_min >= n_block_max). One 32-bit division: the decode kernel computes
+// it before its first load.
+__host__ __device__ inline KVBlockRange split_kv_block_range(KVBlockRange range, int split, int num_splits) {
+  int const per_split = (range.n_block_max + num_splits - 1) / num_splits;
+  int const n_block_min = split * per_split;
+  int const n_block_max = min(range.n_block_max, n_block_min + per_split);
+  int const n_block_unmasked = min(range.n_block_unmasked, n_block_max);
+  return {n_block_max, n_block_unmasked < n_block_min ? n_block_min : n_block_unmasked, n_block_min};
 }
 
 // floor(a / b) for 0 <= a < 2^53 and b > 0, exact: a quotient in double precision, corrected by one where its rounding
@@ -84,13 +95,14 @@ __host__ __device__ inline KVShares decode_shares(DecodeParams const& p) {
   return {p.unit_blocks, int64_t(p.batch) * p.unit_blocks, p.split_ctas / decode_lanes(p)};
 }
 // A lane's partial slots: along its blocks each new (sequence, share) pair moves the sequence, the share or both on
-// by one, so share c of sequence b is the lane's slot b + c of batch + shares - 1 (DecodeParams partial_slots).
+// by one, so share c of sequence b is the lane's slot b + c of batch + shares - 1 (DecodeParams partial_slots). With
+// uniform splits, split s of sequence b is share b x num_splits + s.
 __host__ __device__ inline int64_t decode_slots_per_lane(int batch, int64_t shares_per_lane) {
   return batch + shares_per_lane - 1;
 }
-__host__ __device__ inline int64_t decode_partial_slot(DecodeParams const& p, KVShares const& shares, int lane, int b,
+__host__ __device__ inline int64_t decode_partial_slot(DecodeParams const& p, int64_t shares_per_lane, int lane, int b,
                                                        int64_t share) {
-  return lane * decode_slots_per_lane(p.batch, shares.ctas) + b + share;
+  return lane * decode_slots_per_lane(p.batch, shares_per_lane) + b + share;
 }
 
 struct QBlockRange {

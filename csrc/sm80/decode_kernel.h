@@ -165,12 +165,12 @@ __device__ void append_in_split_kv(DecodeParams const& params, DecodeSeqInfo con
   __syncthreads();
 }
 
-// Share `share` of lane `lane` in sequence bidb, blocks [u0, u1) of its unit_blocks: the mainloop over them, then
-// the lane's rows written (final with one split, else to the share's partial slot).
-template <class Traits, bool kCausal, KVLayout kLayout>
+// A share of lane `lane` in sequence bidb, share_range(the lane's K/V blocks) (first_share: the sequence's first):
+// the mainloop over them, then the lane's rows written (final with one split, else to partial slot `slot`).
+template <class Traits, bool kCausal, KVLayout kLayout, class ShareRange>
 __device__ __forceinline__ void split_kv_share(DecodeParams const& params, SplitKVArgs<Traits, kLayout> const& kv_args,
-                                               KVShares const& shares, int bidb, int lane, int64_t share, int64_t u0,
-                                               int64_t u1, char* smem) {
+                                               int bidb, int lane, int64_t slot, bool first_share,
+                                               ShareRange const& share_range, char* smem) {
   using Element = typename Traits::Element;
   using TileShape_MNK = typename Traits::TileShape_MNK;
   using Mainloop = DecodeMainloop<Traits, kCausal>;
@@ -186,16 +186,17 @@ __device__ __forceinline__ void split_kv_share(DecodeParams const& params, Split
   int const tidx = threadIdx.x;
   DecodeSeqInfo const seq(params, bidb);
   int const q_row_end = rows - m_block * kBlockM;
-  KVBlockRange const range = shares.range_of(kv_block_range<kBlockM, Traits::kBlockN, kCausal>(seq, m_block, group),
-                                             u0, u1);
+  KVBlockRange const range = share_range(kv_block_range<kBlockM, Traits::kBlockN, kCausal>(seq, m_block, group));
   if constexpr (Traits::kKeySlices > 1) {
-    if (params.append_in_split_kv) { append_in_split_kv<Traits, kLayout>(params, seq, bidb, bidh_kv, range, u0 == 0); }
+    if (params.append_in_split_kv) {
+      append_in_split_kv<Traits, kLayout>(params, seq, bidb, bidh_kv, range, first_share);
+    }
   }
 
   // Where the CTA's rows go: with one split, straight to O and LSE (no combine kernel runs); with several, this
   // share's partial O and LSE in float32 (common/params.h DecodeParams o_accum_ptr), for the combine kernel.
   FinalRows<Element> const final_rows{params, bidb, bidh * group, m_block * kBlockM};
-  PartialRows<kHeadDim> const partial_rows{params, decode_partial_slot(params, shares, lane, bidb, share) * kBlockM};
+  PartialRows<kHeadDim> const partial_rows{params, slot * kBlockM};
   bool const one_split = params.num_splits == 1;
 
   if (range.n_block_min >= range.n_block_max) {  // no key in this share: O = 0, LSE = -inf (the combine skips it)
@@ -257,8 +258,10 @@ __device__ __forceinline__ void split_kv_share(DecodeParams const& params, Split
 
 // kEqualShares (DecodeParams equal_shares, the key-split tile only): grid (split_ctas), CTA share x lanes + lane
 // takes that share of the sequences' K/V blocks (decode_shares) for its lane, sequence by sequence. Otherwise grid
-// (Q blocks x num_splits, grouped heads, batch): split s of sequence b for one lane, the kernel of one share that
-// the grid names itself (a kernel with the walk above took 30-45 more registers and ran 1-2% slower at one split).
+// (Q blocks x num_splits, grouped heads, batch): split s of sequence b for one lane (split_kv_block_range), the
+// kernel of one share that the grid names itself, with no 64-bit or floating-point division before its first load
+// (a kernel with the walk took 30-45 more registers; the shares' index arithmetic cost one-split grids 2%:
+// benchmarks/notes.md#d-decode-equal-shares).
 template <class Traits, bool kCausal, KVLayout kLayout, bool kEqualShares>
 __global__ void __launch_bounds__(Traits::kNThreads, kDecodeMaxCtasPerSm)
     split_kv_kernel(__grid_constant__ DecodeParams const params,
@@ -270,11 +273,13 @@ __global__ void __launch_bounds__(Traits::kNThreads, kDecodeMaxCtasPerSm)
   if constexpr (!kEqualShares) {
     int const m_blocks = decode_q_blocks(params, Traits::kBlockM);
     int const split = blockIdx.x / m_blocks;
-    int64_t const u0 = floor_div(int64_t(split) * params.unit_blocks, params.num_splits);
-    int64_t const u1 = floor_div(int64_t(split + 1) * params.unit_blocks, params.num_splits);
-    split_kv_share<Traits, kCausal, kLayout>(params, kv_args, decode_shares(params), blockIdx.z,
-                                             blockIdx.y * m_blocks + blockIdx.x % m_blocks,
-                                             int64_t(blockIdx.z) * params.num_splits + split, u0, u1, smem);
+    int const lane = blockIdx.y * m_blocks + blockIdx.x % m_blocks;
+    int const bidb = blockIdx.z;
+    int64_t const slot = decode_partial_slot(params, int64_t(params.batch) * params.num_splits, lane, bidb,
+                                             int64_t(bidb) * params.num_splits + split);
+    split_kv_share<Traits, kCausal, kLayout>(
+        params, kv_args, bidb, lane, slot, split == 0,
+        [&](KVBlockRange whole) { return split_kv_block_range(whole, split, params.num_splits); }, smem);
   } else {
     // The i-th sequence the share touches, its bounds recomputed from the params each time: held across the
     // mainloop they cost its paged kernels spills.
@@ -287,9 +292,11 @@ __global__ void __launch_bounds__(Traits::kNThreads, kDecodeMaxCtasPerSm)
       int64_t const b_start = b * shares.unit_blocks;
       if (b_start >= end) { break; }
       if (i > 0) { __syncthreads(); }  // the previous sequence's epilogue is done with shared memory
-      split_kv_share<Traits, kCausal, kLayout>(params, kv_args, shares, int(b), int(blockIdx.x % lanes), share,
-                                               max(begin, b_start) - b_start,
-                                               min(end, b_start + shares.unit_blocks) - b_start, smem);
+      int const lane = blockIdx.x % lanes;
+      int64_t const u0 = max(begin, b_start) - b_start, u1 = min(end, b_start + shares.unit_blocks) - b_start;
+      split_kv_share<Traits, kCausal, kLayout>(
+          params, kv_args, int(b), lane, decode_partial_slot(params, shares.ctas, lane, int(b), share), u0 == 0,
+          [&](KVBlockRange whole) { return shares.range_of(whole, u0, u1); }, smem);
     }
   }
 }
@@ -315,7 +322,7 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_kernel(__grid_cons
   int const group_row = i * group + h % group;
   int const row_lane = h / group * decode_q_blocks(params, params.unit_rows) + group_row / params.unit_rows;
   KVShares const shares = decode_shares(params);
-  int64_t const first_slot = decode_partial_slot(params, shares, row_lane, b, shares.first_cta(b));
+  int64_t const first_slot = decode_partial_slot(params, shares.ctas, row_lane, b, shares.first_cta(b));
   int const shares_of_row = int(shares.last_cta(b) - shares.first_cta(b) + 1);
   int64_t const accum_row = first_slot * params.unit_rows + group_row % params.unit_rows;
   wait_for_prior_grid();  // launched programmatically after the split-KV kernel: its partials complete

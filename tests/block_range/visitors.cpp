@@ -1,8 +1,8 @@
 // Host-side check of the block ranges (csrc/common/block_range.h): for every Q block, the K/V blocks whose
 // q_block_range contains it are exactly [0, kv_blocks_visiting) (the prefix the deterministic modes order their dQ
-// additions by); the decode kernel's shares of the sequences' K/V blocks and its exact floor_div (check_shares);
-// and the deterministic non-causal turns of rotated walks (check_rotated_turns). Built with g++ by
-// tests/test_block_range.py; prints one line per mismatch, then "checked N".
+// additions by); the decode kernel's uniform splits (check_splits), its shares of the sequences' K/V blocks and its
+// exact floor_div (check_shares); and the deterministic non-causal turns of rotated walks (check_rotated_turns).
+// Built with g++ by tests/test_block_range.py; prints one line per mismatch, then "checked N".
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -39,9 +39,57 @@ long check(int seqlen_q, int seqlen_k, bool top_left, long& cases) {
   return bad;
 }
 
+// split_kv_block_range (uniform splits): the splits of a Q block's K/V blocks cover [0, n_block_max) once, in order,
+// each masking exactly the blocks the whole range masks; and the combine, which reads a sequence's shares as
+// KVShares of batch x num_splits per lane (first_cta .. last_cta), reads exactly its splits' slots.
+long check_splits(long& cases) {
+  long bad = 0;
+  for (int n_max = 0; n_max <= 40; ++n_max) {
+    for (int unmasked = 0; unmasked <= n_max; ++unmasked) {
+      for (int splits = 1; splits <= 12; ++splits) {
+        int next = 0;
+        for (int s = 0; s < splits; ++s) {
+          flashcute::KVBlockRange const r = flashcute::split_kv_block_range({n_max, unmasked}, s, splits);
+          if (r.n_block_min >= r.n_block_max) { continue; }
+          bool const ok = r.n_block_min == next && r.n_block_unmasked >= r.n_block_min &&
+                          r.n_block_unmasked <= r.n_block_max &&
+                          r.n_block_unmasked == std::max(r.n_block_min, std::min(unmasked, r.n_block_max));
+          if (!ok) {
+            std::printf("split mismatch n_max %d unmasked %d splits %d split %d: [%d, %d) unmasked %d\n", n_max,
+                        unmasked, splits, s, r.n_block_min, r.n_block_max, r.n_block_unmasked);
+            ++bad;
+          }
+          next = r.n_block_max;
+        }
+        if (next != n_max) {
+          std::printf("splits of n_max %d (%d splits) end at %d\n", n_max, splits, next);
+          ++bad;
+        }
+      }
+    }
+  }
+  for (int batch = 1; batch <= 6; ++batch) {
+    for (int unit_blocks = 1; unit_blocks <= 40; ++unit_blocks) {
+      for (int splits = 1; splits <= unit_blocks; ++splits) {  // the plan caps num_splits at the blocks
+        flashcute::KVShares const shares{unit_blocks, int64_t(batch) * unit_blocks, int64_t(batch) * splits};
+        for (int b = 0; b < batch; ++b) {
+          if (shares.first_cta(b) != int64_t(b) * splits || shares.last_cta(b) != int64_t(b) * splits + splits - 1) {
+            std::printf("uniform splits: batch %d unit_blocks %d splits %d: sequence %d reads shares %ld .. %ld\n",
+                        batch, unit_blocks, splits, b, long(shares.first_cta(b)), long(shares.last_cta(b)));
+            ++bad;
+          }
+        }
+      }
+    }
+  }
+  ++cases;
+  return bad;
+}
+
 // KVShares: the shares of every CTA count (up to one block each) tile all units' blocks once, in order, none empty;
 // the CTAs touching a unit are first_cta .. last_cta; their partial slots (decode_partial_slot, for two lanes) are
-// distinct and below the plan's count; and a unit's shares of any shorter range (range_of) cover it once, in order, each masking
+// distinct and below the plan's count; and a unit's shares of any shorter range (range_of) cover it once, in
+// order, each masking
 // exactly the blocks the whole range masks.
 long check_shares(long& cases) {
   long bad = 0;
@@ -83,7 +131,7 @@ long check_shares(long& cases) {
               ++bad;
             }
             for (int lane = 0; touches && lane < lanes; ++lane) {
-              int64_t const slot = flashcute::decode_partial_slot(p, shares, lane, u, c);
+              int64_t const slot = flashcute::decode_partial_slot(p, shares.ctas, lane, u, c);
               if (slot < 0 || slot >= int64_t(slot_seen.size()) || slot_seen[slot]++ != 0) {
                 std::printf("slot %ld out of range or twice (units %d unit_blocks %d ctas %d lane %d)\n", long(slot),
                             units, unit_blocks, ctas, lane);
@@ -180,6 +228,7 @@ int main() {
       }
     }
   }
+  bad += check_splits(cases);
   bad += check_shares(cases);
   bad += check_rotated_turns(cases);
   std::printf("checked %ld\n", cases);
