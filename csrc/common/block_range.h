@@ -79,15 +79,16 @@ struct KVShares {
   }
 };
 
-// The decode kernel's lanes and shares (DecodeParams, as its plan set them). A lane is a Q block of a grouped head;
-// every lane of a sequence reads the same K/V rows (a cache row holds all its heads), so the lanes take the same
-// shares of the sequences' blocks, side by side in the grid (CTA = share x lanes + lane), and read each row at
-// about the same time (benchmarks/notes.md#d-decode-equal-shares).
 // The Q blocks of a (batch, K/V head)'s rows, a step's queries times the GQA group it packs, in blocks of
 // rows_per_block: the plan's unit_rows (a kernel passes its kBlockM, a constant to divide by).
 __host__ __device__ inline int decode_q_blocks(DecodeParams const& p, int rows_per_block) {
   return int((int64_t(p.seqlen_q) * p.pack_group + rows_per_block - 1) / rows_per_block);
 }
+
+// The decode kernel's lanes and shares (DecodeParams, as its plan set them). A lane is a Q block of a grouped head;
+// every lane of a sequence reads the same K/V rows (a cache row holds all its heads), so the lanes take the same
+// shares of the sequences' blocks, side by side in the grid (CTA = share x lanes + lane), and read each row at
+// about the same time (benchmarks/notes.md#d-decode-equal-shares).
 __host__ __device__ inline int decode_lanes(DecodeParams const& p) {
   return decode_q_blocks(p, p.unit_rows) * (p.heads_q / p.pack_group);
 }
