@@ -14,7 +14,6 @@ dout strided like the inputs) on the small and ragged shapes, the head grouping 
 large ones. Both backends (sm90 on Hopper, for the head dims its backward covers; "auto" picks it there).
 """
 
-import itertools
 
 import pytest
 import torch
@@ -24,8 +23,9 @@ if not torch.cuda.is_available():
 
 import flashcute
 from reference import attention_grads_ref
-from test_fwd import (DTYPE_NAMES, DTYPES, HEAD_DIMS, HEADS, LAYOUTS, built_kernels, has_kernel, make_qkv, max_error,
-                      poison_next_allocations, seed_for)
+from test_fwd import (DTYPE_NAMES, DTYPES, HEAD_DIMS, HEADS, LAYOUTS, built_kernels, has_kernel, large_cases, make_qkv,
+                      max_error, poison_next_allocations, seed_for)
+from test_integration import OpAttention
 
 SMALL_SHAPES = [(1, 1), (1, 239), (113, 203), (203, 113), (128, 128), (2048, 1), (239, 1)]
 LARGE_SHAPES = [(1000, 1000), (1023, 1024), (4097, 4097)]
@@ -135,17 +135,8 @@ def test_bwd_grid(library, dtype, head_dim, causal, seqlen_q, seqlen_k, heads, l
     check_bwd(q, k, v, make_dout(q, layout, seed + 1), causal, backend)
 
 
-LARGE_CASES = [
-    (dtype, head_dim, causal, shape, list(HEADS)[i % 3], LAYOUTS[(i // 3) % 3])
-    for i, (dtype, head_dim, causal, shape) in enumerate(itertools.product(DTYPES, HEAD_DIMS, [False, True], LARGE_SHAPES))
-]
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize(
-    "dtype, head_dim, causal, shape, heads, layout", LARGE_CASES,
-    ids=[f"{DTYPE_NAMES[c[0]]}-d{c[1]}-{'causal' if c[2] else 'full'}-{c[3][0]}x{c[3][1]}-{c[4]}-{c[5]}" for c in LARGE_CASES],
-)
+@pytest.mark.parametrize(**large_cases(LARGE_SHAPES))
 def test_bwd_large(library, dtype, head_dim, causal, shape, heads, layout, backend):
     skip_unless_built(dtype, head_dim, backend)
     heads_q, heads_kv = HEADS[heads]
@@ -398,23 +389,6 @@ def test_opcheck_auto_backend(library):
 
 # ------------------------------------------------------------------------------------------- torch.compile
 
-class AttentionBlock(torch.nn.Module):
-    """Projections, flash_attn_func on (b, s, h, d) slices of the packed qkv, an output projection."""
-
-    def __init__(self, hidden=256, heads=4, kv_heads=2):
-        super().__init__()
-        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, hidden // heads
-        self.qkv = torch.nn.Linear(hidden, (heads + 2 * kv_heads) * self.head_dim, bias=False)
-        self.out = torch.nn.Linear(hidden, hidden, bias=False)
-
-    def forward(self, x):
-        batch, seqlen, _ = x.shape
-        qkv = self.qkv(x).view(batch, seqlen, self.heads + 2 * self.kv_heads, self.head_dim)
-        q, k, v = qkv.split([self.heads, self.kv_heads, self.kv_heads], dim=2)
-        out = flashcute.flash_attn_func(q, k, v, causal=True, deterministic=True)
-        return self.out(out.reshape(batch, seqlen, -1))
-
-
 def training_step(model, x):
     """The loss of one step and the gradients of the weights and of x."""
     loss = model(x).float().square().mean()
@@ -423,7 +397,7 @@ def training_step(model, x):
 
 def block_and_inputs(seqlens):
     torch.manual_seed(0)
-    model = AttentionBlock().to(device="cuda", dtype=torch.bfloat16)
+    model = OpAttention(use="flash_attn_func", deterministic=True).to(device="cuda", dtype=torch.bfloat16)
     inputs = [torch.randn(2, s, 256, device="cuda", dtype=torch.bfloat16, requires_grad=True) for s in seqlens]
     return model, inputs
 

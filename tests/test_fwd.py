@@ -148,17 +148,17 @@ def test_fwd_grid(library, dtype, head_dim, causal, seqlen_q, seqlen_k, heads, l
     check_fwd(q, k, v, causal, backend)
 
 
-LARGE_CASES = [
-    (dtype, head_dim, causal, shape, list(HEADS)[i % 3], LAYOUTS[(i // 3) % 3])
-    for i, (dtype, head_dim, causal, shape) in enumerate(itertools.product(DTYPES, HEAD_DIMS, [False, True], LARGE_SHAPES))
-]
+def large_cases(shapes):
+    """Every dtype x head dim x causal x shape, the head grouping and the layout rotating; with their test ids."""
+    cases = [(dtype, head_dim, causal, shape, list(HEADS)[i % 3], LAYOUTS[(i // 3) % 3])
+             for i, (dtype, head_dim, causal, shape) in enumerate(itertools.product(DTYPES, HEAD_DIMS, [False, True],
+                                                                                    shapes))]
+    ids = [f"{DTYPE_NAMES[c[0]]}-d{c[1]}-{'causal' if c[2] else 'full'}-{c[3][0]}x{c[3][1]}-{c[4]}-{c[5]}" for c in cases]
+    return {"argnames": "dtype, head_dim, causal, shape, heads, layout", "argvalues": cases, "ids": ids}
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize(
-    "dtype, head_dim, causal, shape, heads, layout", LARGE_CASES,
-    ids=[f"{DTYPE_NAMES[c[0]]}-d{c[1]}-{'causal' if c[2] else 'full'}-{c[3][0]}x{c[3][1]}-{c[4]}-{c[5]}" for c in LARGE_CASES],
-)
+@pytest.mark.parametrize(**large_cases(LARGE_SHAPES))
 def test_fwd_large(library, dtype, head_dim, causal, shape, heads, layout, backend):
     skip_unless_built(library, dtype, head_dim, backend)
     heads_q, heads_kv = HEADS[heads]

@@ -82,11 +82,13 @@ def test_opcheck_backends(library, backend):
 
 
 class OpAttention(torch.nn.Module):
-    """A model-shaped block around the op: projections, the op on (b, s, h, d) views, an output projection."""
+    """A model-shaped block around the op: projections, the op on (b, s, h, d) views, an output projection.
+    deterministic: flash_attn_func's (tests/test_bwd.py trains through it)."""
 
-    def __init__(self, hidden=256, heads=4, kv_heads=2, use="op"):
+    def __init__(self, hidden=256, heads=4, kv_heads=2, use="op", deterministic=False):
         super().__init__()
         self.heads, self.kv_heads, self.head_dim, self.use = heads, kv_heads, hidden // heads, use
+        self.deterministic = deterministic
         self.qkv = torch.nn.Linear(hidden, (heads + 2 * kv_heads) * self.head_dim, bias=False)
         self.out = torch.nn.Linear(hidden, hidden, bias=False)
 
@@ -97,7 +99,7 @@ class OpAttention(torch.nn.Module):
         if self.use == "op":
             out, _ = torch.ops.flashcute.fwd(q, k, v, causal=True)
         elif self.use == "flash_attn_func":
-            out = flashcute.flash_attn_func(q, k, v, causal=True)
+            out = flashcute.flash_attn_func(q, k, v, causal=True, deterministic=self.deterministic)
         else:  # flashcute.sdpa on (b, h, s, d) views, as a model written for torch SDPA calls it
             out = sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True,
                                  enable_gqa=True).transpose(1, 2)
