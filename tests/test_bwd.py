@@ -14,7 +14,6 @@ dout strided like the inputs) on the small and ragged shapes, the head grouping 
 large ones. Both backends (sm90 on Hopper, for the head dims its backward covers; "auto" picks it there).
 """
 
-
 import pytest
 import torch
 
