@@ -65,8 +65,9 @@ struct FwdParams : AttnParams {
 };
 
 // Decoding (few query rows, many keys): the forward split over the keys, on fixed-length batches whose K/V may be
-// a cache. The split-KV kernel's lanes are the Q blocks of every grouped head; for each, its CTAs take equal shares
-// of all sequences' K/V blocks (common/block_range.h KVShares, decode_shares) and write a partial O and LSE per
+// a cache. The split-KV kernel's lanes are the Q blocks of every grouped head; for each, its CTAs take num_splits
+// splits of each sequence's K/V blocks (common/block_range.h split_kv_block_range) or, where the plan sets
+// equal_shares, equal shares of all sequences' blocks (KVShares, decode_shares), and write a partial O and LSE per
 // sequence they touch; a combine kernel merges each (sequence, lane)'s into o_ptr / lse_ptr (with one split, each
 // CTA one sequence, the kernel writes them itself). seqused_k (the base's) holds each sequence's number of keys
 // where it is set.
