@@ -85,15 +85,15 @@ __host__ __device__ inline int decode_q_blocks(DecodeParams const& p, int rows_p
   return int((int64_t(p.seqlen_q) * p.pack_group + rows_per_block - 1) / rows_per_block);
 }
 
-// The decode kernel's lanes and shares (DecodeParams, as its plan set them). A lane is a Q block of a grouped head;
-// every lane of a sequence reads the same K/V rows (a cache row holds all its heads), so the lanes take the same
-// shares of the sequences' blocks, side by side in the grid (CTA = share x lanes + lane), and read each row at
-// about the same time (benchmarks/notes.md#d-decode-equal-shares).
+// The decode kernel's lanes and shares (its plan stores their counts in DecodeParams). A lane is a Q block of a grouped
+// head; every lane of a sequence reads the same K/V rows (a cache row holds all its heads), so the lanes take the same
+// shares of the sequences' blocks, side by side in the grid (CTA = share x lanes + lane), and read each row at about
+// the same time (benchmarks/notes.md#d-decode-equal-shares).
 __host__ __device__ inline int decode_lanes(DecodeParams const& p) {
   return decode_q_blocks(p, p.unit_rows) * (p.heads_q / p.pack_group);
 }
 __host__ __device__ inline KVShares decode_shares(DecodeParams const& p) {
-  return {p.unit_blocks, int64_t(p.batch) * p.unit_blocks, p.split_ctas / decode_lanes(p)};
+  return {p.unit_blocks, int64_t(p.batch) * p.unit_blocks, p.shares_per_lane};
 }
 // A lane's partial slots: along its blocks each new (sequence, share) pair moves the sequence, the share or both on
 // by one, so share c of sequence b is the lane's slot b + c of batch + shares - 1 (DecodeParams partial_slots). With

@@ -77,10 +77,12 @@ struct DecodeParams : FwdParams {
   // group; 1 for MHA.
   int pack_group;
   // Set by the kernel's plan(): the splits of a sequence (>= 1; where the caller passes 0, the plan's count, and then
-  // the shares may also cross sequences), the CTAs (lanes x shares), a lane's rows (the tile's) and K/V blocks of a
-  // sequence (of the longest).
+  // the shares may also cross sequences), the lanes (common/block_range.h decode_lanes) and each lane's shares (the
+  // grid holds lanes x shares_per_lane CTAs; set here so that no CTA divides for them before its first load), a
+  // lane's rows (the tile's) and K/V blocks of a sequence (of the longest).
   int num_splits;
-  int64_t split_ctas;
+  int lanes;
+  int64_t shares_per_lane;
   int unit_rows, unit_blocks;
   bool equal_shares;  // the shares may cross sequences (else share b x num_splits + s is split s of sequence b)
   int smem_per_sm;  // shared memory of one SM of the device, bytes (sm80/decode_plan.h split_kv_smem_bytes)

@@ -256,12 +256,12 @@ __device__ __forceinline__ void split_kv_share(DecodeParams const& params, Split
   }
 }
 
-// kEqualShares (DecodeParams equal_shares, the key-split tile only): grid (split_ctas), CTA share x lanes + lane
-// takes that share of the sequences' K/V blocks (decode_shares) for its lane, sequence by sequence. Otherwise grid
-// (Q blocks x num_splits, grouped heads, batch): split s of sequence b for one lane (split_kv_block_range), the
-// kernel of one share that the grid names itself, with no 64-bit or floating-point division before its first load
-// (a kernel with the walk took 30-45 more registers; the shares' index arithmetic cost one-split grids 2%:
-// benchmarks/notes.md#d-decode-equal-shares).
+// kEqualShares (DecodeParams equal_shares, the key-split tile only): grid (lanes x shares_per_lane), CTA
+// share x lanes + lane takes that share of the sequences' K/V blocks (decode_shares) for its lane, sequence by
+// sequence. Otherwise grid (Q blocks x num_splits, grouped heads, batch): split s of sequence b for one lane
+// (split_kv_block_range), the kernel of one share that the grid names itself, with no 64-bit or floating-point
+// division before its first load (a kernel with the walk took 30-45 more registers; the shares' index arithmetic
+// cost one-split grids 2%: benchmarks/notes.md#d-decode-equal-shares).
 template <class Traits, bool kCausal, KVLayout kLayout, bool kEqualShares>
 __global__ void __launch_bounds__(Traits::kNThreads, kDecodeMaxCtasPerSm)
     split_kv_kernel(__grid_constant__ DecodeParams const params,
@@ -284,7 +284,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, kDecodeMaxCtasPerSm)
     // The i-th sequence the share touches, its bounds recomputed from the params each time: held across the
     // mainloop they cost its paged kernels spills.
     for (int i = 0;; ++i) {
-      int const lanes = decode_lanes(params);
+      int const lanes = params.lanes;
       KVShares const shares = decode_shares(params);
       int64_t const share = blockIdx.x / lanes;
       int64_t const begin = shares.start(share), end = shares.start(share + 1);

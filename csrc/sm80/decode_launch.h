@@ -40,6 +40,7 @@ struct SplitKVKernel {
   // sequence; CTAs per SM of the planned grid.
   static int m_blocks(DecodeParams const& params) { return decode_q_blocks(params, Traits::kBlockM); }
   static int n_blocks(DecodeParams const& params) { return (params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN; }
+  static int64_t split_ctas(DecodeParams const& params) { return int64_t(params.lanes) * params.shares_per_lane; }
   static int ctas_per_sm(DecodeParams const& params) {
     KVShares const shares = decode_shares(params);
     return shares_ctas_per_sm(kLayout, shares.blocks, shares.ctas, Traits::kBlockN);
@@ -49,7 +50,7 @@ struct SplitKVKernel {
   static bool appends_itself(DecodeParams const& params) {
     return params.k_new_ptr != nullptr &&
            appends_in_split_kv(Traits::kKeySlices > 1, m_blocks(params), params.seqlen_new, params.seqlen_q,
-                               params.split_ctas, ctas_per_sm(params), params.num_sms);
+                               split_ctas(params), ctas_per_sm(params), params.num_sms);
   }
 
   // The split count (where the caller leaves it, 0) and the grid, lanes x shares: one share per sequence without a
@@ -60,7 +61,7 @@ struct SplitKVKernel {
     params.unit_blocks = n_blocks(params);
     int const lanes = decode_lanes(params);
     if (lanes == 0) {  // an append without queries: the append kernel only
-      params.num_splits = 1, params.split_ctas = 0, params.partial_slots = 0;
+      params.num_splits = 1, params.lanes = 0, params.shares_per_lane = 0, params.partial_slots = 0;
       params.equal_shares = false, params.append_in_split_kv = false;
       return;
     }
@@ -75,7 +76,7 @@ struct SplitKVKernel {
                                      : 0;
     params.equal_shares = equal_shares > 0;
     int64_t const shares = params.equal_shares ? equal_shares : int64_t(params.batch) * params.num_splits;
-    params.split_ctas = lanes * shares;
+    params.lanes = lanes, params.shares_per_lane = shares;
     params.partial_slots = lanes * decode_slots_per_lane(params.batch, shares);
     params.append_in_split_kv = appends_itself(params);
   }
@@ -126,7 +127,8 @@ void launch_split_kv(DecodeParams const& params, cudaStream_t stream) {
     if (params.equal_shares) {
       constexpr auto kernel = SplitKV::template kernel<true>;
       allow_dynamic_smem<kernel>(smem_bytes);
-      kernel<<<unsigned(params.split_ctas), Traits::kNThreads, smem_bytes, stream>>>(params, SplitKV::args(params));
+      kernel<<<unsigned(SplitKV::split_ctas(params)), Traits::kNThreads, smem_bytes, stream>>>(params,
+                                                                                               SplitKV::args(params));
       return;
     }
   }
