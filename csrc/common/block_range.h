@@ -101,9 +101,8 @@ __host__ __device__ inline KVShares decode_shares(DecodeParams const& p) {
 __host__ __device__ inline int64_t decode_slots_per_lane(int batch, int64_t shares_per_lane) {
   return batch + shares_per_lane - 1;
 }
-__host__ __device__ inline int64_t decode_partial_slot(DecodeParams const& p, int64_t shares_per_lane, int lane, int b,
-                                                       int64_t share) {
-  return lane * decode_slots_per_lane(p.batch, shares_per_lane) + b + share;
+__host__ __device__ inline int64_t decode_partial_slot(DecodeParams const& p, int lane, int b, int64_t share) {
+  return lane * decode_slots_per_lane(p.batch, p.shares_per_lane) + b + share;
 }
 
 struct QBlockRange {

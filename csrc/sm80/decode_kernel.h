@@ -275,8 +275,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, kDecodeMaxCtasPerSm)
     int const split = blockIdx.x / m_blocks;
     int const lane = blockIdx.y * m_blocks + blockIdx.x % m_blocks;
     int const bidb = blockIdx.z;
-    int64_t const slot = decode_partial_slot(params, int64_t(params.batch) * params.num_splits, lane, bidb,
-                                             int64_t(bidb) * params.num_splits + split);
+    int64_t const slot = decode_partial_slot(params, lane, bidb, int64_t(bidb) * params.num_splits + split);
     split_kv_share<Traits, kCausal, kLayout>(
         params, kv_args, bidb, lane, slot, split == 0,
         [&](KVBlockRange whole) { return split_kv_block_range(whole, split, params.num_splits); }, smem);
@@ -295,7 +294,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, kDecodeMaxCtasPerSm)
       int const lane = blockIdx.x % lanes;
       int64_t const u0 = max(begin, b_start) - b_start, u1 = min(end, b_start + shares.unit_blocks) - b_start;
       split_kv_share<Traits, kCausal, kLayout>(
-          params, kv_args, int(b), lane, decode_partial_slot(params, shares.ctas, lane, int(b), share), u0 == 0,
+          params, kv_args, int(b), lane, decode_partial_slot(params, lane, int(b), share), u0 == 0,
           [&](KVBlockRange whole) { return shares.range_of(whole, u0, u1); }, smem);
     }
   }
@@ -322,7 +321,7 @@ __global__ void __launch_bounds__(kCombineWarps * 32) combine_kernel(__grid_cons
   int const group_row = i * group + h % group;
   int const row_lane = h / group * decode_q_blocks(params, params.unit_rows) + group_row / params.unit_rows;
   KVShares const shares = decode_shares(params);
-  int64_t const first_slot = decode_partial_slot(params, shares.ctas, row_lane, b, shares.first_cta(b));
+  int64_t const first_slot = decode_partial_slot(params, row_lane, b, shares.first_cta(b));
   int const shares_of_row = int(shares.last_cta(b) - shares.first_cta(b) + 1);
   int64_t const accum_row = first_slot * params.unit_rows + group_row % params.unit_rows;
   wait_for_prior_grid();  // launched programmatically after the split-KV kernel: its partials complete

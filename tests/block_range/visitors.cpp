@@ -112,7 +112,7 @@ long check_shares(long& cases) {
       for (int ctas = 1; ctas <= blocks; ++ctas) {
         flashcute::KVShares const shares{unit_blocks, blocks, ctas};
         flashcute::DecodeParams p{};
-        p.batch = units;
+        p.batch = units, p.shares_per_lane = ctas;
         int const lanes = 2;
         std::vector<int> slot_seen(lanes * flashcute::decode_slots_per_lane(units, ctas), 0);
         for (int c = 0; c < ctas; ++c) {
@@ -131,7 +131,7 @@ long check_shares(long& cases) {
               ++bad;
             }
             for (int lane = 0; touches && lane < lanes; ++lane) {
-              int64_t const slot = flashcute::decode_partial_slot(p, shares.ctas, lane, u, c);
+              int64_t const slot = flashcute::decode_partial_slot(p, lane, u, c);
               if (slot < 0 || slot >= int64_t(slot_seen.size()) || slot_seen[slot]++ != 0) {
                 std::printf("slot %ld out of range or twice (units %d unit_blocks %d ctas %d lane %d)\n", long(slot),
                             units, unit_blocks, ctas, lane);
