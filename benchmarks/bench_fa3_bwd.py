@@ -17,11 +17,11 @@ Results (JSON and markdown, named by date and device) go to benchmarks/results/ 
 
 import argparse
 import ctypes
+import sys
 
 import torch
-from triton.testing import do_bench
 
-from _common import RESULTS, csv, geomean, git_commit, run_meta, write_results
+from _common import RESULTS, csv, first_line, geomean, git_commit, run_meta, write_results
 import flashcute  # noqa: F401  (this checkout's: _common put it first on sys.path)
 
 IMPLS = ("flashcute", "fa3", "fa4")
@@ -82,10 +82,52 @@ def sustained(fn, calls=40):
     return start.elapsed_time(end) / calls
 
 
+def time_shape(fa3, fa4, do_bench, head_dim, causal, seqlen, rounds):
+    """One paper shape: each implementation's gradients against flashcute's, then its times, as a results row."""
+    batch, heads = 16384 // seqlen, 2048 // head_dim
+    q, k, v, dout = (torch.randn(batch, seqlen, heads, head_dim, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    out, lse = torch.ops.flashcute.fwd(q, k, v, None, causal, False, "sm90")
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+    out4 = fa4(*leaves, causal=causal)[0]
+    fns = {"flashcute": lambda: torch.ops.flashcute.bwd(dout, q, k, v, out, lse, None, causal, False, False, "sm90"),
+           "fa3": fa3.backward(q, k, v, out, lse, dout, causal),
+           "fa4": lambda: torch.autograd.grad(out4, leaves, dout, retain_graph=True)}
+    ref = fns["flashcute"]()
+    error = {}
+    for name in ("fa3", "fa4"):
+        grads = fns[name]()
+        error[name] = max(((g.float() - r.float()).abs().max() / r.float().abs().max()).item() for g, r in zip(grads, ref))
+    flops = 4 * batch * heads * seqlen * seqlen * head_dim * 2.5 / (2 if causal else 1)
+    times = {mode: {name: [] for name in IMPLS} for mode in ("do_bench", "sustained")}
+    for _ in range(rounds):
+        for name in IMPLS:
+            times["do_bench"][name].append(do_bench(fns[name], warmup=25, rep=100, return_mode="median"))
+            times["sustained"][name].append(sustained(fns[name]))
+    tflops = {mode: {n: flops / min(t) / 1e9 for n, t in m.items()} for mode, m in times.items()}
+    print(f"d {head_dim} {'causal' if causal else 'nc    '} {seqlen:5d} | do_bench "
+          + " ".join(f"{n} {tflops['do_bench'][n]:5.1f}" for n in IMPLS) + " | sustained "
+          + " ".join(f"{n} {tflops['sustained'][n]:5.1f}" for n in IMPLS)
+          + f" | error fa3 {error['fa3']:.1e} fa4 {error['fa4']:.1e}", flush=True)
+    return {"d": head_dim, "causal": causal, "seqlen": seqlen, "batch": batch, "heads": heads,
+            "error_vs_flashcute": error, "ms": times, "tflops": tflops}
+
+
 def main():
     args = parse_args()
-    fa3 = FA3(args.fa3_lib)
-    from flash_attn.cute import flash_attn_func as fa4  # FlashAttention-4: this comparison needs it
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
+        sys.exit("bench_fa3_bwd.py: needs a Hopper GPU (FlashAttention-3's library is built for sm_90a)")
+    try:
+        fa3 = FA3(args.fa3_lib)
+    except OSError as error:
+        sys.exit(f"bench_fa3_bwd.py: --fa3-lib {args.fa3_lib} does not load ({error}); build it with "
+                 "benchmarks/fa3_bwd/build.sh")
+    try:
+        from flash_attn.cute import flash_attn_func as fa4
+    except Exception as error:  # not installed, or its CuTe DSL cannot load here
+        sys.exit(f"bench_fa3_bwd.py: FlashAttention-4 does not import ({first_line(error)}); this comparison needs "
+                 "the flash-attn-4 wheel")
+    from triton.testing import do_bench  # with torch's CUDA wheels
+
     device = torch.cuda.get_device_name()
     commit = git_commit()
     print(device, commit)
@@ -93,37 +135,7 @@ def main():
     for head_dim in csv(args.head_dims, int):
         for causal in (False, True):
             for seqlen in csv(args.seqlens, int):
-                batch, heads = 16384 // seqlen, 2048 // head_dim
-                q, k, v, dout = (torch.randn(batch, seqlen, heads, head_dim, device="cuda", dtype=torch.bfloat16)
-                                 for _ in range(4))
-                out, lse = torch.ops.flashcute.fwd(q, k, v, None, causal, False, "sm90")
-                leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
-                out4 = fa4(*leaves, causal=causal)[0]
-                fns = {"flashcute": lambda: torch.ops.flashcute.bwd(dout, q, k, v, out, lse, None, causal, False, False, "sm90"),
-                       "fa3": fa3.backward(q, k, v, out, lse, dout, causal),
-                       "fa4": lambda: torch.autograd.grad(out4, leaves, dout, retain_graph=True)}
-                ref = fns["flashcute"]()
-                error = {}
-                for name in ("fa3", "fa4"):
-                    grads = fns[name]()
-                    error[name] = max(((g.float() - r.float()).abs().max() / r.float().abs().max()).item()
-                                      for g, r in zip(grads, ref))
-                flops = 4 * batch * heads * seqlen * seqlen * head_dim * 2.5 / (2 if causal else 1)
-                times = {mode: {name: [] for name in IMPLS} for mode in ("do_bench", "sustained")}
-                for _ in range(args.rounds):
-                    for name in IMPLS:
-                        times["do_bench"][name].append(do_bench(fns[name], warmup=25, rep=100, return_mode="median"))
-                        times["sustained"][name].append(sustained(fns[name]))
-                row = {"d": head_dim, "causal": causal, "seqlen": seqlen, "batch": batch, "heads": heads,
-                       "error_vs_flashcute": error, "ms": times,
-                       "tflops": {mode: {n: flops / min(t) / 1e9 for n, t in m.items()} for mode, m in times.items()}}
-                rows.append(row)
-                t = row["tflops"]
-                print(f"d {head_dim} {'causal' if causal else 'nc    '} {seqlen:5d} | do_bench "
-                      + " ".join(f"{n} {t['do_bench'][n]:5.1f}" for n in IMPLS)
-                      + f" | sustained " + " ".join(f"{n} {t['sustained'][n]:5.1f}" for n in IMPLS)
-                      + f" | error fa3 {error['fa3']:.1e} fa4 {error['fa4']:.1e}", flush=True)
-                del q, k, v, dout, out, lse, leaves, out4, fns, ref
+                rows.append(time_shape(fa3, fa4, do_bench, head_dim, causal, seqlen, args.rounds))
                 torch.cuda.empty_cache()
 
     lines = ["TFLOP/s (x FlashAttention-4 in the same run); backward FLOPs = 2.5 x 4 b h s^2 d, halved for causal.", "",
