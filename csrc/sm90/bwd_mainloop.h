@@ -189,14 +189,15 @@ struct BwdMainloop {
       pipes.q.producer_acquire(pipes.state);
       auto* q_full = pipes.q.producer_get_barrier(pipes.state);
       if (first) { copy(params.tma_load_k.with(*q_full), tKgK, tKsK); }
-      copy(params.tma_load_q.with(*q_full), tQgQ(_, m_block), tQsQ(_, stage));
+      // Q, dO and the dQ accumulator are read (added into) by every K/V block of the head; K and V once.
+      copy(params.tma_load_q.with(*q_full, 0, TMA::CacheHintSm90::EVICT_LAST), tQgQ(_, m_block), tQsQ(_, stage));
       if (first) { wait_for_prior_grid(); }  // LSE and D: the preprocess's
       SM90_BULK_COPY_G2S::copy(&gLSELog2(0, m_block), q_full, &sLSELog2(0, stage), kRowStatBytes);
       if (first) { pipes.dO.producer_expect_transaction(pipes.state, Traits::kTmaBytesKV); }
       pipes.dO.producer_acquire(pipes.state);
       auto* do_full = pipes.dO.producer_get_barrier(pipes.state);
       if (first) { copy(params.tma_load_v.with(*do_full), tVgV, tVsV); }
-      copy(params.tma_load_do.with(*do_full), tdOgdO(_, m_block), tdOsdO(_, stage));
+      copy(params.tma_load_do.with(*do_full, 0, TMA::CacheHintSm90::EVICT_LAST), tdOgdO(_, m_block), tdOsdO(_, stage));
       SM90_BULK_COPY_G2S::copy(&gD(0, m_block), do_full, &sD(0, stage), kRowStatBytes);
       ++pipes.state;
     }
@@ -273,7 +274,8 @@ struct BwdMainloop {
         NamedBarrier::sync(kThreads, uint32_t(BwdNamedBarrierId::kdQFullFirst) + wg);
         if (lane0) {
           bulk_reduce_add_f32(dq_accum_head + int64_t(m_block) * Traits::kdQElems + wg * kChunk,
-                              shared.smem_dq.data() + buffer * Traits::kdQElems + wg * kChunk, kChunk * sizeof(float));
+                              shared.smem_dq.data() + buffer * Traits::kdQElems + wg * kChunk, kChunk * sizeof(float),
+                              TMA::CacheHintSm90::EVICT_LAST);
           tma_store_arrive();
         }
       }

@@ -91,7 +91,8 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
         for (int wg = 0; wg < Traits::kNumMmaWarpGroups; ++wg) {
           Element const* half = (wg == 0 ? shared.smem_q.data() : shared.smem_do.data()) + stage * Traits::kStageElems;
           bulk_reduce_add_f32(dq_accum_head + int64_t(m_block) * Traits::kdQElems + wg * kHalfElems,
-                              reinterpret_cast<float const*>(half), kHalfElems * sizeof(float));
+                              reinterpret_cast<float const*>(half), kHalfElems * sizeof(float),
+                              TMA::CacheHintSm90::EVICT_LAST);
           tma_store_arrive();
         }
         tma_store_wait<1>();  // Q's half read: Q's stage first, the first the block after next waits for

@@ -109,11 +109,12 @@ CUTE_DEVICE float* lse_row0(AttnParams const& p, Seq const& seq, int head) {
 }
 
 // gmem_dst[0, bytes) += smem_src[0, bytes) in float32: one asynchronous bulk reduction, committed with the issuing
-// thread's bulk group (tma_store_arrive; tma_store_wait<n> waits for its shared-memory reads).
-CUTE_DEVICE void bulk_reduce_add_f32(float* gmem_dst, float const* smem_src, int bytes) {
+// thread's bulk group (tma_store_arrive; tma_store_wait<n> waits for its shared-memory reads). `hint` is the L2
+// eviction priority of the lines it adds into (TMA::CacheHintSm90).
+CUTE_DEVICE void bulk_reduce_add_f32(float* gmem_dst, float const* smem_src, int bytes, TMA::CacheHintSm90 hint) {
 #if defined(CUTE_ARCH_TMA_SM90_ENABLED)
-  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
-               :: "l"(gmem_dst), "r"(cast_smem_ptr_to_uint(smem_src)), "r"(bytes) : "memory");
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.L2::cache_hint.add.f32 [%0], [%1], %2, %3;\n"
+               :: "l"(gmem_dst), "r"(cast_smem_ptr_to_uint(smem_src)), "r"(bytes), "l"(uint64_t(hint)) : "memory");
 #endif
 }
 
