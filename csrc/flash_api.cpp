@@ -20,6 +20,7 @@
 #include "common/registry.h"
 #include "common/seqlen.h"
 #include "instantiations/kernel_table.h"
+#include "sm80/decode_plan.h"
 
 namespace flashcute {
 
@@ -107,9 +108,10 @@ void check_tensor(char const* op, at::Tensor const& t, char const* name, char co
 
 struct DeviceInfo {
   int major, minor, num_sms, smem_per_sm;
+  double dram_gbps;  // peak: memory clock x bus width x 2 (double data rate); 0 where the device does not say
 };
 
-// Queried once per device: four attribute queries on every call add to a decoding step's host time.
+// Queried once per device: six attribute queries on every call add to a decoding step's host time.
 DeviceInfo device_info(int device) {
   static std::mutex mutex;
   static std::vector<std::optional<DeviceInfo>> known;
@@ -121,6 +123,13 @@ DeviceInfo device_info(int device) {
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&info.minor, cudaDevAttrComputeCapabilityMinor, device));
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&info.num_sms, cudaDevAttrMultiProcessorCount, device));
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&info.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+    int memory_khz = 0, bus_bits = 0;
+    if (cudaDeviceGetAttribute(&memory_khz, cudaDevAttrMemoryClockRate, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      memory_khz = bus_bits = 0;
+    }
+    info.dram_gbps = 1e3 * memory_khz * bus_bits * 2 / 8 / 1e9;
     known[device] = info;
   }
   return *known[device];
@@ -496,6 +505,7 @@ std::tuple<at::Tensor, at::Tensor> run_decode(char const* op, QKVShape const& s,
   params.pack_group = int(std::max<int64_t>(s.heads_q / s.heads_kv, 1));
   params.smem_per_sm = device.smem_per_sm;
   params.arch = device.major * 10 + device.minor;
+  params.fast_memory = sm80::decode_fast_memory(device.dram_gbps, device.num_sms);
 
   if (cache != nullptr) {
     if (cache->block_table) {

@@ -19,6 +19,7 @@ if str(ROOT) not in sys.path:
 
 from flashcute import kernel_configs  # noqa: E402
 from flashcute.explain import DEVICES, decode  # noqa: E402
+from flashcute.explain.occupancy import H200  # noqa: E402
 from flashcute.explain.summary import main  # noqa: E402
 from tests.layout import oracle  # noqa: E402
 
@@ -75,11 +76,29 @@ def test_kernel_shared_memory_equals_cxx():
     shipped = {(cfg.smem_bytes, cfg.smem_kv_elems * cfg.element_bytes, cfg.block_n)
                for cfg in kernel_configs.decode_configs()}
     grid = set(itertools.product((8192, 40960, 49152, 73728), (8192, 16384, 16385, 32768), BLOCK_N))
-    cases = [(layout, *c) for layout in decode.LAYOUTS for c in sorted(shipped | grid)]
-    cxx = ask([f"smem {layout} {traits} {kv} {bn}" for layout, traits, kv, bn in cases])
-    for (layout, traits, kv, bn), answer in zip(cases, cxx):
-        mirror = [decode.kernel_smem_bytes(traits, kv, bn, layout), decode.kv_stages(traits, kv)]
-        assert mirror == answer, f"smem {layout} {traits} {kv} {bn}: C++ {answer}, mirror {mirror}"
+    cases = [(layout, *c, two) for layout in decode.LAYOUTS for c in sorted(shipped | grid) for two in (0, 1)]
+    cxx = ask([f"smem {layout} {traits} {kv} {bn} {two}" for layout, traits, kv, bn, two in cases])
+    for (layout, traits, kv, bn, two), answer in zip(cases, cxx):
+        mirror = [decode.kernel_smem_bytes(traits, kv, bn, layout, bool(two)), decode.kv_stages(traits, kv)]
+        assert mirror == answer, f"smem {layout} {traits} {kv} {bn} {two}: C++ {answer}, mirror {mirror}"
+        assert mirror[0] <= 227 * 1024 or not two or (traits, kv, bn) not in shipped
+
+
+def test_fast_memory_rules_equal_cxx():
+    # The devices' own figures, and bandwidths either side of the bar; every layout, both tiles, one and two per SM.
+    bandwidths = sorted({(d.dram_gbps, d.num_sms) for d in (*DEVICES["sm80"], H200)} | {(3959.0, 132), (3961.0, 132)})
+    cases = list(itertools.product(bandwidths, decode.LAYOUTS, (0, 1), (1, 2)))
+    cxx = ask([f"memory {gbps} {sms} {layout} {key_split} {resident}"
+               for (gbps, sms), layout, key_split, resident in cases])
+    seen = set()
+    for ((gbps, sms), layout, key_split, resident), answer in zip(cases, cxx):
+        fast = decode.fast_memory(gbps, sms)
+        residency = decode.residency_layout(layout, bool(key_split), fast)
+        mirror = [int(fast), decode.LAYOUTS.index(residency), int(decode.two_stage_launch(bool(key_split), resident, fast))]
+        assert mirror == answer, f"memory {gbps} {sms} {layout} {key_split} {resident}: C++ {answer}, mirror {mirror}"
+        seen.add(tuple(mirror))
+    assert {m[0] for m in seen} == {0, 1} and {m[2] for m in seen} == {0, 1} and {m[1] for m in seen} == {0, 1, 2}
+    assert [decode.fast_memory(d.dram_gbps, d.num_sms) for d in (*DEVICES["sm80"], H200)] == [False, False, True]
 
 
 def test_launch_shared_memory_equals_cxx():
@@ -102,7 +121,7 @@ def test_append_in_split_kv_equals_cxx():
 
 
 def test_plans_of_the_issue_shapes():
-    """Checks on the plan's own logic, on an H100/H200 (132 SMs, 228 KiB per SM)."""
+    """Checks on the plan's own logic, on an H100 (132 SMs, 228 KiB per SM), and where an H200's differs."""
     h100 = DEVICES["sm80"][-1]
     # GQA 32 / 8, one query, a 512k-key cache paged in 64-row pages: 8 CTAs, so the keys split until the grid
     # fills a wave; each split streams more than 4096 keys, so one CTA per SM, launched with over half the SM.
@@ -157,6 +176,20 @@ def test_plans_of_the_issue_shapes():
     # No key at all: one split, nothing read.
     p = decode.decode_plan("bf16", 64, 2, 8, 8, 1, 0, device=h100)
     assert (p["kv_blocks"], p["num_splits"], p["kv_bytes"]) == (0, 1, 0)
+    # The H200 (fast memory): long shares on the key-split tile take two K/V stages, contiguous or by TMA pages; short
+    # ones (two per SM) and cp.async pages keep one K and one V buffer; the 64-row tile's TMA pages plan two CTAs per
+    # SM (GQA 16 queries at 32k: two splits, one wave), as cp.async's do.
+    for page_size in (None, 64):
+        p, q = (decode.decode_plan("bf16", 128, 8, 32, 32, 1, 128 * 1024, page_size=page_size, device=d)
+                for d in (h100, H200))
+        assert (p["tile"]["kv_stages"], q["tile"]["kv_stages"], q["ctas_per_sm"], q["num_splits"]) == \
+            (1, 2, 1, p["num_splits"])
+        assert q["smem_used_bytes"] > p["smem_used_bytes"] and q["two_stage_launch"] and not p["two_stage_launch"]
+    assert decode.decode_plan("bf16", 64, 128, 32, 8, 1, 2048, device=H200)["tile"]["kv_stages"] == 1
+    assert decode.decode_plan("bf16", 128, 1, 32, 8, 1, 512 * 1024, page_size=16, device=H200)["tile"]["kv_stages"] == 1
+    p, q = (decode.decode_plan("bf16", 64, 16, 32, 8, 16, 32 * 1024, page_size=64, device=d) for d in (h100, H200))
+    assert (p["ctas_per_sm"], p["num_splits"], q["ctas_per_sm"], q["num_splits"]) == (1, 1, 2, 2)
+    assert "Fast memory" in decode.decode_text(q) and "Fast memory" not in decode.decode_text(p)
 
 
 @pytest.mark.parametrize("bad, message", [
@@ -178,7 +211,7 @@ def test_command_line(tmp_path, capsys):
     assert main(["--op", "decode", "--hdim", "64", "--batch", "8", "--heads", "32", "--heads-kv", "8",
                  "--seqlen-k", "131072", "--page-size", "64", "-o", str(tmp_path)]) == 0
     text = capsys.readouterr().out
-    assert "A100 (sm_80)" in text and "H100/H200 (sm_90a)" in text and "paged-tma" in text
+    assert "A100 (sm_80)" in text and "H100 (sm_90a)" in text and "paged-tma" in text
     assert "Unsplit, 64 CTAs at 1 per SM would fill 0.48 waves (48% of their slots): less than 0.8 of a wave" in text
     plans = json.loads((tmp_path / "decode.json").read_text())
     assert [p["layout"] for p in plans] == ["paged", "paged-tma"]

@@ -87,6 +87,7 @@ struct DecodeParams : FwdParams {
   bool equal_shares;  // the shares may cross sequences (else share b x num_splits + s is split s of sequence b)
   int smem_per_sm;  // shared memory of one SM of the device, bytes (sm80/decode_plan.h split_kv_smem_bytes)
   int arch;         // the device's compute capability, major * 10 + minor
+  bool fast_memory;  // the device's DRAM bandwidth per SM above sm80/decode_plan.h kFastMemoryGBpsPerSm
   // Per partial slot (common/block_range.h decode_partial_slot; partial_slots of them, set by the plan), unit_rows
   // rows in the lane's row order (null with one split):
   int64_t partial_slots;

@@ -98,8 +98,9 @@ constexpr KVPipeline decode_pipeline() {
              : KVPipeline::kOneBufferKEarly;
 }
 
-template <class Traits, bool kCausal>
-using DecodeMainloop = Mainloop<Traits, kCausal, decode_pipeline<Traits>()>;
+// kTwoStages: two stages whatever the tile (decode_plan.h decode_two_stage_launch).
+template <class Traits, bool kCausal, bool kTwoStages = false>
+using DecodeMainloop = Mainloop<Traits, kCausal, kTwoStages ? KVPipeline::kTwoStages : decode_pipeline<Traits>()>;
 
 // Where a split-KV CTA writes row `row` (from 0, the CTA's first), column col of its result, and the row's LSE.
 // FinalRows: O in the caller's dtype and strides (columns below head_dim) and LSE, row R of a (batch, K/V head)'s
@@ -167,13 +168,13 @@ __device__ void append_in_split_kv(DecodeParams const& params, DecodeSeqInfo con
 
 // A share of lane `lane` in sequence bidb, share_range(the lane's K/V blocks) (first_share: the sequence's first):
 // the mainloop over them, then the lane's rows written (final with one split, else to partial slot `slot`).
-template <class Traits, bool kCausal, KVLayout kLayout, class ShareRange>
+template <class Traits, bool kCausal, KVLayout kLayout, bool kTwoStages, class ShareRange>
 __device__ __forceinline__ void split_kv_share(DecodeParams const& params, SplitKVArgs<Traits, kLayout> const& kv_args,
                                                int bidb, int lane, int64_t slot, bool first_share,
                                                ShareRange const& share_range, char* smem) {
   using Element = typename Traits::Element;
   using TileShape_MNK = typename Traits::TileShape_MNK;
-  using Mainloop = DecodeMainloop<Traits, kCausal>;
+  using Mainloop = DecodeMainloop<Traits, kCausal, kTwoStages>;
   constexpr int kBlockM = Traits::kBlockM;
   constexpr int kHeadDim = Traits::kHeadDim;
 
@@ -261,8 +262,9 @@ __device__ __forceinline__ void split_kv_share(DecodeParams const& params, Split
 // sequence. Otherwise grid (Q blocks x num_splits, grouped heads, batch): split s of sequence b for one lane
 // (split_kv_block_range), the kernel of one share that the grid names itself, with no 64-bit or floating-point
 // division before its first load (a kernel with the walk took 30-45 more registers; the shares' index arithmetic
-// cost one-split grids 2%: benchmarks/notes.md#d-decode-equal-shares).
-template <class Traits, bool kCausal, KVLayout kLayout, bool kEqualShares>
+// cost one-split grids 2%: benchmarks/notes.md#d-decode-equal-shares). kTwoStages: two K/V stages in place of the
+// tile's own pipeline (DecodeMainloop).
+template <class Traits, bool kCausal, KVLayout kLayout, bool kEqualShares, bool kTwoStages>
 __global__ void __launch_bounds__(Traits::kNThreads, kDecodeMaxCtasPerSm)
     split_kv_kernel(__grid_constant__ DecodeParams const params,
                     __grid_constant__ SplitKVArgs<Traits, kLayout> const kv_args) {
@@ -276,7 +278,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, kDecodeMaxCtasPerSm)
     int const lane = blockIdx.y * m_blocks + blockIdx.x % m_blocks;
     int const bidb = blockIdx.z;
     int64_t const slot = decode_partial_slot(params, lane, bidb, int64_t(bidb) * params.num_splits + split);
-    split_kv_share<Traits, kCausal, kLayout>(
+    split_kv_share<Traits, kCausal, kLayout, kTwoStages>(
         params, kv_args, bidb, lane, slot, split == 0,
         [&](KVBlockRange whole) { return split_kv_block_range(whole, split, params.num_splits); }, smem);
   } else {
@@ -293,7 +295,7 @@ __global__ void __launch_bounds__(Traits::kNThreads, kDecodeMaxCtasPerSm)
       if (i > 0) { __syncthreads(); }  // the previous sequence's epilogue is done with shared memory
       int const lane = blockIdx.x % lanes;
       int64_t const u0 = max(begin, b_start) - b_start, u1 = min(end, b_start + shares.unit_blocks) - b_start;
-      split_kv_share<Traits, kCausal, kLayout>(
+      split_kv_share<Traits, kCausal, kLayout, kTwoStages>(
           params, kv_args, int(b), lane, decode_partial_slot(params, lane, int(b), share), u0 == 0,
           [&](KVBlockRange whole) { return shares.range_of(whole, u0, u1); }, smem);
     }

@@ -17,39 +17,56 @@
 namespace flashcute::sm80 {
 
 // One split-KV kernel: its tile (Traits), mask and cache layout, the shared memory it uses, and how many of it an
-// SM holds with a given split count (decode_plan.h).
+// SM holds with a given split count (decode_plan.h). The key-split tile also comes with two K/V stages, for launches
+// whose CTAs run alone on their SMs with fast memory (decode_plan.h decode_two_stage_launch; not for cp.async pages,
+// which keep two CTAs per SM).
 template <class Traits_, bool kCausal, KVLayout kLayout_>
 struct SplitKVKernel {
   using Traits = Traits_;
   static constexpr KVLayout kLayout = kLayout_;
-  using Mainloop = DecodeMainloop<Traits, kCausal>;
-  template <bool kEqualShares>
-  static constexpr auto kernel = &split_kv_kernel<Traits, kCausal, kLayout, kEqualShares>;
+  static constexpr bool kKeySplitTile = Traits::kKeySlices > 1;
+  static constexpr bool kHasTwoStageLaunch = kKeySplitTile && kLayout != KVLayout::kPaged;
+  template <bool kTwoStages>
+  using Mainloop = DecodeMainloop<Traits, kCausal, kTwoStages>;
+  template <bool kEqualShares, bool kTwoStages = false>
+  static constexpr auto kernel = &split_kv_kernel<Traits, kCausal, kLayout, kEqualShares, kTwoStages>;
   // Equal shares across sequences on the key-split tile, where plans split into few long shares.
-  static constexpr bool kHasEqualShares = Traits::kKeySlices > 1;
+  static constexpr bool kHasEqualShares = kKeySplitTile;
+  template <bool kTwoStages>
   static constexpr int kSmemBytes =
-      Mainloop::kSmemBytes +
-      (kLayout == KVLayout::kPagedTma ? PagedTmaKV<Traits, Mainloop::kKVStages>::kSmemBytes
+      Mainloop<kTwoStages>::kSmemBytes +
+      (kLayout == KVLayout::kPagedTma ? PagedTmaKV<Traits, Mainloop<kTwoStages>::kKVStages>::kSmemBytes
        : kLayout == KVLayout::kPaged  ? PagedKV<Traits::kBlockN, Traits::kNThreads>::kSmemBytes
                                       : 0);
-  static_assert(kSmemBytes == split_kv_kernel_smem_bytes(Traits::kSmemBytes,
-                                                        Traits::kSmemKVElems * int(sizeof(typename Traits::Element)),
-                                                        Traits::kBlockN, kLayout),
+  template <bool kTwoStages>
+  static constexpr bool kSmemRuleHolds =
+      kSmemBytes<kTwoStages> == split_kv_kernel_smem_bytes(Traits::kSmemBytes,
+                                                           Traits::kSmemKVElems * int(sizeof(typename Traits::Element)),
+                                                           Traits::kBlockN, kLayout, kTwoStages);
+  static_assert(kSmemRuleHolds<false> && (!kHasTwoStageLaunch || kSmemRuleHolds<true>),
                 "decode_plan.h's shared-memory rule (mirrored by flashcute/explain/decode.py) must match the kernel");
+  static_assert(!kHasTwoStageLaunch || Mainloop<false>::kKVStages == 1, "the two-stage launch must differ");
   // Q blocks of a (batch, K/V head)'s rows (a step's queries times the GQA group it packs); K/V blocks of the longest
   // sequence; CTAs per SM of the planned grid.
   static int m_blocks(DecodeParams const& params) { return decode_q_blocks(params, Traits::kBlockM); }
   static int n_blocks(DecodeParams const& params) { return (params.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN; }
   static int64_t split_ctas(DecodeParams const& params) { return int64_t(params.lanes) * params.shares_per_lane; }
+  // The layout whose residency the kernel plans for on params' device (decode_plan.h residency_layout).
+  static KVLayout residency(DecodeParams const& params) {
+    return residency_layout(kLayout, kKeySplitTile, params.fast_memory);
+  }
   static int ctas_per_sm(DecodeParams const& params) {
     KVShares const shares = decode_shares(params);
-    return shares_ctas_per_sm(kLayout, shares.blocks, shares.ctas, Traits::kBlockN);
+    return shares_ctas_per_sm(residency(params), shares.blocks, shares.ctas, Traits::kBlockN);
+  }
+  static bool two_stages(DecodeParams const& params) {
+    return kHasTwoStageLaunch && decode_two_stage_launch(kKeySplitTile, ctas_per_sm(params), params.fast_memory);
   }
 
   // Whether this kernel copies the call's new K/V rows into the cache itself (decode_plan.h appends_in_split_kv).
   static bool appends_itself(DecodeParams const& params) {
     return params.k_new_ptr != nullptr &&
-           appends_in_split_kv(Traits::kKeySlices > 1, m_blocks(params), params.seqlen_new, params.seqlen_q,
+           appends_in_split_kv(kKeySplitTile, m_blocks(params), params.seqlen_new, params.seqlen_q,
                                split_ctas(params), ctas_per_sm(params), params.num_sms);
   }
 
@@ -68,11 +85,11 @@ struct SplitKVKernel {
     bool const planned = params.num_splits <= 0;
     // A forced count past the blocks would leave shares without one: the combine reads every share of a sequence.
     params.num_splits = planned ? plan_num_splits(int64_t(lanes) * params.batch, n_blocks(params), Traits::kBlockN,
-                                                  kLayout, params.num_sms)
+                                                  residency(params), params.num_sms)
                                 : std::min(params.num_splits, n_blocks(params));
     int64_t const equal_shares = kHasEqualShares && planned && params.num_splits > 1
                                      ? plan_split_shares(int64_t(params.batch) * n_blocks(params), lanes,
-                                                         Traits::kBlockN, kLayout, params.num_sms)
+                                                         Traits::kBlockN, residency(params), params.num_sms)
                                      : 0;
     params.equal_shares = equal_shares > 0;
     int64_t const shares = params.equal_shares ? equal_shares : int64_t(params.batch) * params.num_splits;
@@ -119,23 +136,32 @@ void with_split_kv_kernel(DecodeParams const& params, Fn&& fn) {
   params.causal ? with_split_kv_kernel<Traits, true>(params, fn) : with_split_kv_kernel<Traits, false>(params, fn);
 }
 
-template <class SplitKV>
-void launch_split_kv(DecodeParams const& params, cudaStream_t stream) {
+template <class SplitKV, bool kTwoStages>
+void launch_split_kv_with(DecodeParams const& params, cudaStream_t stream) {
   using Traits = typename SplitKV::Traits;
-  int const smem_bytes = split_kv_smem_bytes(params.smem_per_sm, SplitKV::kSmemBytes, SplitKV::ctas_per_sm(params));
+  int const smem_bytes = split_kv_smem_bytes(params.smem_per_sm, SplitKV::template kSmemBytes<kTwoStages>,
+                                             SplitKV::ctas_per_sm(params));
   if constexpr (SplitKV::kHasEqualShares) {
     if (params.equal_shares) {
-      constexpr auto kernel = SplitKV::template kernel<true>;
+      constexpr auto kernel = SplitKV::template kernel<true, kTwoStages>;
       allow_dynamic_smem<kernel>(smem_bytes);
       kernel<<<unsigned(SplitKV::split_ctas(params)), Traits::kNThreads, smem_bytes, stream>>>(params,
                                                                                                SplitKV::args(params));
       return;
     }
   }
-  constexpr auto kernel = SplitKV::template kernel<false>;
+  constexpr auto kernel = SplitKV::template kernel<false, kTwoStages>;
   allow_dynamic_smem<kernel>(smem_bytes);
   dim3 const grid(SplitKV::m_blocks(params) * params.num_splits, params.heads_q / params.pack_group, params.batch);
   kernel<<<grid, Traits::kNThreads, smem_bytes, stream>>>(params, SplitKV::args(params));
+}
+
+template <class SplitKV>
+void launch_split_kv(DecodeParams const& params, cudaStream_t stream) {
+  if constexpr (SplitKV::kHasTwoStageLaunch) {
+    if (SplitKV::two_stages(params)) { return launch_split_kv_with<SplitKV, true>(params, stream); }
+  }
+  launch_split_kv_with<SplitKV, false>(params, stream);
 }
 
 // The registry's entry (common/registry.h) for one (dtype, head dim).

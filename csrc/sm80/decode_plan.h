@@ -28,6 +28,19 @@ constexpr int decode_ctas_per_sm(KVLayout layout, int64_t keys_per_cta) {
 // The most an SM holds of a split-KV kernel, for __launch_bounds__.
 constexpr int kDecodeMaxCtasPerSm = 2;
 
+// A device whose DRAM feeds each SM more than this many GB/s needs more bytes in flight per SM than the H100's plans
+// keep (the same latency at a higher bandwidth): the H200 (4.8 TB/s over 132 SMs: 36) is above it; the H100 (3.35
+// TB/s: 25) and the A100 (2.0 TB/s over 108: 19) are below (benchmarks/notes.md#d-decode-fast-memory).
+constexpr double kFastMemoryGBpsPerSm = 30;
+constexpr bool decode_fast_memory(double dram_gbps, int num_sms) { return dram_gbps > kFastMemoryGBpsPerSm * num_sms; }
+
+// The layout whose residency (decode_ctas_per_sm) a kernel plans for: with fast memory the 64-row tile's TMA pages
+// keep two CTAs per SM, as cp.async pages do; one CTA alone does not overlap its 64 rows' arithmetic with its loads
+// there (benchmarks/notes.md#d-decode-fast-memory).
+constexpr KVLayout residency_layout(KVLayout layout, bool key_split_tile, bool fast_memory) {
+  return layout == KVLayout::kPagedTma && !key_split_tile && fast_memory ? KVLayout::kPaged : layout;
+}
+
 // With num_splits splits of n_blocks K/V blocks of block_n keys.
 constexpr int split_kv_ctas_per_sm(KVLayout layout, int n_blocks, int block_n, int num_splits) {
   return decode_ctas_per_sm(layout, int64_t((n_blocks + num_splits - 1) / num_splits) * block_n);
@@ -39,12 +52,19 @@ constexpr int split_kv_ctas_per_sm(KVLayout layout, int n_blocks, int block_n, i
 constexpr int decode_kv_stages(int traits_smem_bytes, int kv_buffer_bytes) {
   return traits_smem_bytes + 2 * kv_buffer_bytes <= 80 * 1024 ? 2 : 1;
 }
+// The key-split tile launches with two stages of K and V where its CTAs run alone on their SMs (long shares) with
+// fast memory: a second block in flight per SM (benchmarks/notes.md#d-decode-fast-memory).
+constexpr bool decode_two_stage_launch(bool key_split_tile, int ctas_per_sm, bool fast_memory) {
+  return key_split_tile && ctas_per_sm == 1 && fast_memory;
+}
 
-// The shared memory a split-KV kernel uses: the mainloop's (Q, then its K/V stages), then a paged cache's row
-// offsets (two buffers of a K and a V offset per row of a block: gemm.h PagedKV), and by TMA two mbarriers.
-constexpr int split_kv_kernel_smem_bytes(int traits_smem_bytes, int kv_buffer_bytes, int block_n, KVLayout layout) {
-  int const mainloop = traits_smem_bytes + (decode_kv_stages(traits_smem_bytes, kv_buffer_bytes) - 1) * 2 *
-                                               kv_buffer_bytes;
+// The shared memory a split-KV kernel uses: the mainloop's (Q, then its K/V stages: two where two_stages, else
+// decode_kv_stages'), then a paged cache's row offsets (two buffers of a K and a V offset per row of a block: gemm.h
+// PagedKV), and by TMA two mbarriers.
+constexpr int split_kv_kernel_smem_bytes(int traits_smem_bytes, int kv_buffer_bytes, int block_n, KVLayout layout,
+                                         bool two_stages = false) {
+  int const stages = two_stages ? 2 : decode_kv_stages(traits_smem_bytes, kv_buffer_bytes);
+  int const mainloop = traits_smem_bytes + (stages - 1) * 2 * kv_buffer_bytes;
   int const offsets = 2 * 2 * block_n * int(sizeof(int64_t));
   return mainloop + (layout == KVLayout::kContiguous ? 0 : offsets) +
          (layout == KVLayout::kPagedTma ? 2 * int(sizeof(uint64_t)) : 0);

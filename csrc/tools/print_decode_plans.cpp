@@ -2,11 +2,14 @@
 // standard input, one answer line each:
 //
 //   plan <layout> <num_sms> <block_n> <n_blocks> <ctas>   ->  <num_splits> <ctas_per_sm at that split count>
-//   smem <layout> <traits_smem_bytes> <kv_buffer_bytes> <block_n>   ->  <kernel shared memory> <K/V stages>
+//   smem <layout> <traits_smem_bytes> <kv_buffer_bytes> <block_n> <two_stages 0|1>
+//       ->  <kernel shared memory> <K/V stages of the tile's own pipeline>
 //   launch <smem_per_sm> <kernel_smem_bytes> <ctas_per_sm>   ->  <shared memory the CTA launches with>
 //   shares <layout> <num_sms> <block_n> <blocks> <lanes>   ->  <equal shares per lane, 0: none> <their ctas_per_sm>
 //   append <key_split_tile 0|1> <m_blocks> <seqlen_new> <seqlen_q> <grid_ctas> <ctas_per_sm> <num_sms>
 //       ->  1 where the split-KV kernel copies the new rows itself, else 0
+//   memory <dram_gbps> <num_sms> <layout> <key_split_tile 0|1> <ctas_per_sm>
+//       ->  <fast memory 0|1> <the residency layout: 0 contiguous, 1 paged, 2 paged-tma> <two-stage launch 0|1>
 //
 // <layout>: contiguous, paged or paged-tma. Plain C++ (g++ -std=c++17 -Icsrc, no CUDA): tests/test_decode_plan.py
 // asks it what flashcute/explain/decode.py computes and compares.
@@ -53,10 +56,19 @@ int main() {
         continue;
       }
     } else if (what == "smem") {
-      int traits_smem, kv_buffer, block_n;
-      if (in >> layout_name >> traits_smem >> kv_buffer >> block_n && parse_layout(layout_name, layout)) {
-        printf("%d %d\n", plan::split_kv_kernel_smem_bytes(traits_smem, kv_buffer, block_n, layout),
+      int traits_smem, kv_buffer, block_n, two_stages;
+      if (in >> layout_name >> traits_smem >> kv_buffer >> block_n >> two_stages && parse_layout(layout_name, layout)) {
+        printf("%d %d\n", plan::split_kv_kernel_smem_bytes(traits_smem, kv_buffer, block_n, layout, two_stages != 0),
                plan::decode_kv_stages(traits_smem, kv_buffer));
+        continue;
+      }
+    } else if (what == "memory") {
+      double dram_gbps;
+      int num_sms, key_split, ctas_per_sm;
+      if (in >> dram_gbps >> num_sms >> layout_name >> key_split >> ctas_per_sm && parse_layout(layout_name, layout)) {
+        bool const fast = plan::decode_fast_memory(dram_gbps, num_sms);
+        printf("%d %d %d\n", int(fast), int(plan::residency_layout(layout, key_split != 0, fast)),
+               int(plan::decode_two_stage_launch(key_split != 0, ctas_per_sm, fast)));
         continue;
       }
     } else if (what == "append") {

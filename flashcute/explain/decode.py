@@ -12,11 +12,12 @@ import math
 from pathlib import Path
 
 from .. import kernel_configs
-from .occupancy import DEVICES
+from .occupancy import DEVICES, H200
 
 LAYOUTS = ("contiguous", "paged", "paged-tma")
 LONG_SHARE_KEYS = 4096  # kLongShareKeys
 MAX_SPLITS = 128        # kMaxSplits
+FAST_MEMORY_GBPS_PER_SM = 30  # kFastMemoryGBpsPerSm
 PAGED_TMA_ROWS = 64     # paged_tma.h kPagedTmaRows: a box's rows, so pages of a multiple of them take TMA
 
 
@@ -25,6 +26,23 @@ PAGED_TMA_ROWS = 64     # paged_tma.h kPagedTmaRows: a box's rows, so pages of a
 def ctas_per_sm(layout, keys_per_cta):
     """decode_ctas_per_sm: split-KV CTAs an SM holds, by how K/V is read and the keys each CTA streams."""
     return 2 if layout == "paged" or keys_per_cta < LONG_SHARE_KEYS else 1
+
+
+def fast_memory(dram_gbps, num_sms):
+    """decode_fast_memory: whether the device's DRAM feeds each SM faster than the H100's plans keep up with."""
+    return dram_gbps > FAST_MEMORY_GBPS_PER_SM * num_sms
+
+
+def residency_layout(layout, key_split_tile, fast):
+    """residency_layout: the layout whose residency a kernel plans for (the 64-row tile's TMA pages as cp.async's,
+    two per SM, with fast memory)."""
+    return "paged" if layout == "paged-tma" and not key_split_tile and fast else layout
+
+
+def two_stage_launch(key_split_tile, resident, fast):
+    """decode_two_stage_launch: the key-split tile with two K/V stages where its CTAs run alone on their SMs with
+    fast memory."""
+    return key_split_tile and resident == 1 and fast
 
 
 def split_ctas_per_sm(layout, n_blocks, block_n, num_splits):
@@ -37,9 +55,11 @@ def kv_stages(traits_smem_bytes, kv_buffer_bytes):
     return 2 if traits_smem_bytes + 2 * kv_buffer_bytes <= 80 * 1024 else 1
 
 
-def kernel_smem_bytes(traits_smem_bytes, kv_buffer_bytes, block_n, layout):
-    """split_kv_kernel_smem_bytes: the mainloop's Q and K/V stages, a paged cache's row offsets, TMA's barriers."""
-    mainloop = traits_smem_bytes + (kv_stages(traits_smem_bytes, kv_buffer_bytes) - 1) * 2 * kv_buffer_bytes
+def kernel_smem_bytes(traits_smem_bytes, kv_buffer_bytes, block_n, layout, two_stages=False):
+    """split_kv_kernel_smem_bytes: the mainloop's Q and K/V stages (two where two_stages), a paged cache's row
+    offsets, TMA's barriers."""
+    stages = 2 if two_stages else kv_stages(traits_smem_bytes, kv_buffer_bytes)
+    mainloop = traits_smem_bytes + (stages - 1) * 2 * kv_buffer_bytes
     return mainloop + (0 if layout == "contiguous" else 2 * 2 * block_n * 8) + (16 if layout == "paged-tma" else 0)
 
 
@@ -122,7 +142,7 @@ def kv_layout(device, page_size, head_dim, cfg):
 
 def decode_plan(dtype, head_dim, batch, heads_q, heads_kv, seqlen_q, seqlen_k, page_size=None, device=None,
                 seqlen_new=0):
-    """The plan of one decoding step on one device (flashcute.explain.DEVICES, default H100/H200), as a JSON-able
+    """The plan of one decoding step on one device (flashcute.explain.DEVICES or H200, default H100), as a JSON-able
     dict: the tile, the row packing, the split count, residency, shared memory, the grid and the bytes; with
     seqlen_new new K/V rows per sequence (appended in place: seqlen_k counts them), which kernel writes them."""
     device = device or DEVICES["sm80"][-1]
@@ -139,20 +159,23 @@ def decode_plan(dtype, head_dim, batch, heads_q, heads_kv, seqlen_q, seqlen_k, p
     rows = seqlen_q * group
     cfg = key_split_tile if rows <= key_split_tile.block_m else rows_tile
     layout = kv_layout(device, page_size, head_dim, cfg)
+    fast = fast_memory(device.dram_gbps, device.num_sms)
+    residency = residency_layout(layout, cfg is key_split_tile, fast)
     m_blocks = -(-rows // cfg.block_m)
     n_blocks = -(-seqlen_k // cfg.block_n)
     lanes = m_blocks * heads_kv
     ctas = lanes * batch
-    splits = plan_num_splits(ctas, n_blocks, cfg.block_n, layout, device.num_sms)
+    splits = plan_num_splits(ctas, n_blocks, cfg.block_n, residency, device.num_sms)
     # decode_launch.h SplitKVKernel::plan: equal shares across sequences on the key-split tile, where they are long.
-    equal_shares = (split_shares(batch * n_blocks, lanes, cfg.block_n, layout, device.num_sms)
+    equal_shares = (split_shares(batch * n_blocks, lanes, cfg.block_n, residency, device.num_sms)
                     if cfg is key_split_tile and splits > 1 else 0)
     equal = equal_shares > 0
     shares = equal_shares if equal else batch * splits
-    resident = shares_ctas_per_sm(layout, batch * n_blocks, shares, cfg.block_n)
-    unsplit_resident = split_ctas_per_sm(layout, n_blocks, cfg.block_n, 1)
+    resident = shares_ctas_per_sm(residency, batch * n_blocks, shares, cfg.block_n)
+    unsplit_resident = split_ctas_per_sm(residency, n_blocks, cfg.block_n, 1)
     kv_buffer = cfg.smem_kv_elems * cfg.element_bytes
-    used = kernel_smem_bytes(cfg.smem_bytes, kv_buffer, cfg.block_n, layout)
+    two_stages = two_stage_launch(cfg is key_split_tile and layout != "paged", resident, fast)
+    used = kernel_smem_bytes(cfg.smem_bytes, kv_buffer, cfg.block_n, layout, two_stages)
     blocks_per_split = -(-n_blocks // splits) if n_blocks else 0
     blocks_per_share = -(-(batch * n_blocks) // shares)
     grid_ctas = lanes * shares
@@ -163,10 +186,11 @@ def decode_plan(dtype, head_dim, batch, heads_q, heads_kv, seqlen_q, seqlen_k, p
         "heads_kv": heads_kv, "seqlen_q": seqlen_q, "seqlen_k": seqlen_k, "page_size": page_size,
         "tile": {"name": "key-split" if cfg is key_split_tile else "64-row", "block_m": cfg.block_m,
                  "block_n": cfg.block_n, "warps": cfg.n_warps, "key_slices": cfg.key_slices,
-                 "keys_per_slice": cfg.block_n // cfg.key_slices, "kv_stages": kv_stages(cfg.smem_bytes, kv_buffer)},
+                 "keys_per_slice": cfg.block_n // cfg.key_slices,
+                 "kv_stages": 2 if two_stages else kv_stages(cfg.smem_bytes, kv_buffer)},
         "group": group, "rows_per_kv_head": rows, "q_blocks": m_blocks,
         "row_packing": [{"row": r, "query": r // group, "head": r % group} for r in range(min(rows, cfg.block_m))],
-        "layout": layout, "kv_blocks": n_blocks, "ctas_unsplit": ctas, "num_splits": splits,
+        "layout": layout, "fast_memory": fast, "two_stage_launch": two_stages, "kv_blocks": n_blocks, "ctas_unsplit": ctas, "num_splits": splits,
         "blocks_per_split": blocks_per_split, "keys_per_split": blocks_per_split * cfg.block_n,
         "lanes": lanes, "equal_shares": equal, "shares_per_lane": shares, "blocks_per_share": blocks_per_share,
         "ctas_per_sm": resident, "unsplit_ctas_per_sm": unsplit_resident,
@@ -235,6 +259,11 @@ def decode_text(p):
                     "paged-tma": f" (one TMA box of {PAGED_TMA_ROWS} rows per lane of warp 0, pages looked up a block "
                                  f"ahead; the first, ragged block by cp.async)"}[p["layout"]]
                  + f"; {t['kv_stages']} K/V stage(s).")
+    if p["fast_memory"]:
+        lines.append(f"Fast memory ({p['device']}: over {FAST_MEMORY_GBPS_PER_SM} GB/s of DRAM per SM): "
+                     + ("two K/V stages, since each CTA runs alone on its SM." if p["two_stage_launch"] else
+                        "two CTAs per SM for TMA pages, as for cp.async ones." if p["layout"] == "paged-tma"
+                        and t["name"] == "64-row" else "the H100's plan."))
     lines += ["", f"Split: {p['kv_blocks']} K/V blocks per sequence; {p['ctas_unsplit']} CTAs before splitting; "
                   f"{p['num_splits']} split(s) of {p['blocks_per_split']} blocks ({p['keys_per_split']} keys) each.",
               _split_reason(p)]

@@ -16,15 +16,18 @@ class Device:
     smem_per_cta_max: int
     smem_reserved_per_cta: int   # the runtime keeps 1 KB per CTA
     num_sms: int                 # A100 (SXM and PCIe), H100 SXM and H200: the decode kernel's split count needs it
+    dram_gbps: float = 0.0       # peak DRAM bandwidth (datasheet): the decode kernel's pipelines follow it per SM
     regs_per_sm: int = kernel_configs.REGS_PER_SM
     reg_unit_per_warp: int = 256
     max_threads_per_sm: int = 2048
     max_ctas_per_sm: int = 32
 
 
-A100 = Device("A100 (sm_80)", "sm_80", 164 * 1024, 163 * 1024, 1024, 108)
-H100 = Device("H100/H200 (sm_90a)", "sm_90a", 228 * 1024, 227 * 1024, 1024, 132)
-# The SM80 kernels also run on H100/H200 (built for sm_90a there); the SM90 kernels only there.
+A100 = Device("A100 (sm_80)", "sm_80", 164 * 1024, 163 * 1024, 1024, 108, 2039.0)
+H100 = Device("H100 (sm_90a)", "sm_90a", 228 * 1024, 227 * 1024, 1024, 132, 3352.0)
+# The H100's SM with HBM3e: the same occupancy everywhere; only the decode kernel's plans differ (its memory).
+H200 = Device("H200 (sm_90a)", "sm_90a", 228 * 1024, 227 * 1024, 1024, 132, 4800.0)
+# The SM80 kernels also run on H100 and H200 (built for sm_90a there); the SM90 kernels only there.
 DEVICES = {"sm80": (A100, H100), "sm90": (H100,)}
 
 
