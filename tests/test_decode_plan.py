@@ -211,12 +211,12 @@ def test_command_line(tmp_path, capsys):
     assert main(["--op", "decode", "--hdim", "64", "--batch", "8", "--heads", "32", "--heads-kv", "8",
                  "--seqlen-k", "131072", "--page-size", "64", "-o", str(tmp_path)]) == 0
     text = capsys.readouterr().out
-    assert "A100 (sm_80)" in text and "H100 (sm_90a)" in text and "paged-tma" in text
+    assert "A100 (sm_80)" in text and "H100 (sm_90a)" in text and "H200 (sm_90a)" in text and "paged-tma" in text
     assert "Unsplit, 64 CTAs at 1 per SM would fill 0.48 waves (48% of their slots): less than 0.8 of a wave" in text
     plans = json.loads((tmp_path / "decode.json").read_text())
-    assert [p["layout"] for p in plans] == ["paged", "paged-tma"]
+    assert [p["layout"] for p in plans] == ["paged", "paged-tma", "paged-tma"]
     assert (tmp_path / "decode.txt").read_text() in text
-    assert all((tmp_path / f"decode_plan_{arch}.{ext}").stat().st_size > 0 for arch in ("sm80", "sm90a")
+    assert all((tmp_path / f"decode_plan_{arch}.{ext}").stat().st_size > 0 for arch in ("sm80", "sm90a", "sm90a_h200")
                for ext in ("png", "svg"))
     assert main(["--op", "decode", "--batch", "1", "--heads", "32", "--heads-kv", "8", "--seqlen-k", "32768",
                  "--seqlen-new", "1", "-o", str(tmp_path)]) == 0

@@ -396,10 +396,12 @@ def draw_decode_plan(p, out_dir, stem):
 
 def explain_decode(dtype, head_dim, out_dir, batch, heads_q, heads_kv, seqlen_q, seqlen_k, page_size=None,
                    pictures=True, seqlen_new=0):
-    """Write decode.txt and decode.json (the plan on every device flashcute.explain models) and, with pictures, a
-    decode_plan_<device> drawing per device into out_dir; returns {"plans": [...], "files": [...]}."""
+    """Write decode.txt and decode.json (the plan on every device flashcute.explain models, and on the H200, whose
+    faster memory changes some plans) and, with pictures, a decode_plan_<target> drawing per device into out_dir
+    (decode_plan_sm90a_h200 for the H200); returns {"plans": [...], "files": [...]}."""
+    devices = (*DEVICES["sm80"], H200)
     plans = [decode_plan(dtype, head_dim, batch, heads_q, heads_kv, seqlen_q, seqlen_k, page_size, device, seqlen_new)
-             for device in DEVICES["sm80"]]
+             for device in devices]
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     text, data = out_dir / "decode.txt", out_dir / "decode.json"
@@ -407,7 +409,7 @@ def explain_decode(dtype, head_dim, out_dir, batch, heads_q, heads_kv, seqlen_q,
     data.write_text(json.dumps(plans, indent=1))
     files = [str(text), str(data)]
     if pictures:
-        for device, plan in zip(DEVICES["sm80"], plans):
-            stem = f"decode_plan_{device.target.replace('sm_', 'sm')}"
+        for device, plan in zip(devices, plans):
+            stem = f"decode_plan_{device.target.replace('sm_', 'sm')}" + ("_h200" if device is H200 else "")
             files += [str(f) for f in draw_decode_plan(plan, out_dir, stem)]
     return {"plans": plans, "files": files}
