@@ -339,8 +339,9 @@ def test_long_caches(library, num_splits, page_size, seqlen_q, head_dim):
     """Caches of more than 16 K/V blocks (4097 keys and up): a paged cache read by cp.async also prefetches
     block-table lines 16 blocks ahead of their lookups. One split walks every block of a sequence, so a CTA streams
     4096 keys or more and (Hopper, contiguous or TMA) launches alone on its SM, with more shared memory than the
-    same kernel took just before for a short cache, at two CTAs per SM. GQA sq 1 takes the key-split tile (256-key
-    blocks), sq 16 the 64-row tile (128-key blocks)."""
+    same kernel took just before for a short cache, at two CTAs per SM (on an H200, the key-split tile with two K/V
+    stages, and the 64-row tile's TMA pages still two per SM: benchmarks/notes.md#d-decode-fast-memory). GQA sq 1
+    (hdim 128) takes the key-split tile, sq 16 (hdim 64) the 64-row tile, both on 128-key blocks."""
     skip_unless_decode_built(torch.bfloat16, head_dim)
     for keys, lengths in ((320, [300, 17]), (4600, [4600, 4097, 0, 17, 1000])):  # the same kernel, short then long
         capacity = capacity_for(keys, page_size)
