@@ -94,7 +94,8 @@ def test_fast_memory_rules_equal_cxx():
     for ((gbps, sms), layout, key_split, resident), answer in zip(cases, cxx):
         fast = decode.fast_memory(gbps, sms)
         residency = decode.residency_layout(layout, bool(key_split), fast)
-        mirror = [int(fast), decode.LAYOUTS.index(residency), int(decode.two_stage_launch(bool(key_split), resident, fast))]
+        two_stages = decode.two_stage_launch(layout, bool(key_split), resident, fast)
+        mirror = [int(fast), decode.LAYOUTS.index(residency), int(two_stages)]
         assert mirror == answer, f"memory {gbps} {sms} {layout} {key_split} {resident}: C++ {answer}, mirror {mirror}"
         seen.add(tuple(mirror))
     assert {m[0] for m in seen} == {0, 1} and {m[2] for m in seen} == {0, 1} and {m[1] for m in seen} == {0, 1, 2}

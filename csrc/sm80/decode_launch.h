@@ -18,14 +18,13 @@ namespace flashcute::sm80 {
 
 // One split-KV kernel: its tile (Traits), mask and cache layout, the shared memory it uses, and how many of it an
 // SM holds with a given split count (decode_plan.h). The key-split tile also comes with two K/V stages, for launches
-// whose CTAs run alone on their SMs with fast memory (decode_plan.h decode_two_stage_launch; not for cp.async pages,
-// which keep two CTAs per SM).
+// whose CTAs run alone on their SMs with fast memory (decode_plan.h decode_two_stage_launch).
 template <class Traits_, bool kCausal, KVLayout kLayout_>
 struct SplitKVKernel {
   using Traits = Traits_;
   static constexpr KVLayout kLayout = kLayout_;
   static constexpr bool kKeySplitTile = Traits::kKeySlices > 1;
-  static constexpr bool kHasTwoStageLaunch = kKeySplitTile && kLayout != KVLayout::kPaged;
+  static constexpr bool kHasTwoStageLaunch = decode_two_stage_launch(kLayout, kKeySplitTile, 1, true);
   template <bool kTwoStages>
   using Mainloop = DecodeMainloop<Traits, kCausal, kTwoStages>;
   template <bool kEqualShares, bool kTwoStages = false>
@@ -60,7 +59,7 @@ struct SplitKVKernel {
     return shares_ctas_per_sm(residency(params), shares.blocks, shares.ctas, Traits::kBlockN);
   }
   static bool two_stages(DecodeParams const& params) {
-    return kHasTwoStageLaunch && decode_two_stage_launch(kKeySplitTile, ctas_per_sm(params), params.fast_memory);
+    return decode_two_stage_launch(kLayout, kKeySplitTile, ctas_per_sm(params), params.fast_memory);
   }
 
   // Whether this kernel copies the call's new K/V rows into the cache itself (decode_plan.h appends_in_split_kv).

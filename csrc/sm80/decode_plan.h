@@ -53,9 +53,10 @@ constexpr int decode_kv_stages(int traits_smem_bytes, int kv_buffer_bytes) {
   return traits_smem_bytes + 2 * kv_buffer_bytes <= 80 * 1024 ? 2 : 1;
 }
 // The key-split tile launches with two stages of K and V where its CTAs run alone on their SMs (long shares) with
-// fast memory: a second block in flight per SM (benchmarks/notes.md#d-decode-fast-memory).
-constexpr bool decode_two_stage_launch(bool key_split_tile, int ctas_per_sm, bool fast_memory) {
-  return key_split_tile && ctas_per_sm == 1 && fast_memory;
+// fast memory, a second block in flight per SM; not over cp.async pages, which keep two CTAs per SM
+// (benchmarks/notes.md#d-decode-fast-memory).
+constexpr bool decode_two_stage_launch(KVLayout layout, bool key_split_tile, int ctas_per_sm, bool fast_memory) {
+  return layout != KVLayout::kPaged && key_split_tile && ctas_per_sm == 1 && fast_memory;
 }
 
 // The shared memory a split-KV kernel uses: the mainloop's (Q, then its K/V stages: two where two_stages, else

@@ -68,7 +68,7 @@ int main() {
       if (in >> dram_gbps >> num_sms >> layout_name >> key_split >> ctas_per_sm && parse_layout(layout_name, layout)) {
         bool const fast = plan::decode_fast_memory(dram_gbps, num_sms);
         printf("%d %d %d\n", int(fast), int(plan::residency_layout(layout, key_split != 0, fast)),
-               int(plan::decode_two_stage_launch(key_split != 0, ctas_per_sm, fast)));
+               int(plan::decode_two_stage_launch(layout, key_split != 0, ctas_per_sm, fast)));
         continue;
       }
     } else if (what == "append") {

@@ -39,10 +39,10 @@ def residency_layout(layout, key_split_tile, fast):
     return "paged" if layout == "paged-tma" and not key_split_tile and fast else layout
 
 
-def two_stage_launch(key_split_tile, resident, fast):
+def two_stage_launch(layout, key_split_tile, resident, fast):
     """decode_two_stage_launch: the key-split tile with two K/V stages where its CTAs run alone on their SMs with
-    fast memory."""
-    return key_split_tile and resident == 1 and fast
+    fast memory, except over cp.async pages."""
+    return layout != "paged" and key_split_tile and resident == 1 and fast
 
 
 def split_ctas_per_sm(layout, n_blocks, block_n, num_splits):
@@ -174,7 +174,7 @@ def decode_plan(dtype, head_dim, batch, heads_q, heads_kv, seqlen_q, seqlen_k, p
     resident = shares_ctas_per_sm(residency, batch * n_blocks, shares, cfg.block_n)
     unsplit_resident = split_ctas_per_sm(residency, n_blocks, cfg.block_n, 1)
     kv_buffer = cfg.smem_kv_elems * cfg.element_bytes
-    two_stages = two_stage_launch(cfg is key_split_tile and layout != "paged", resident, fast)
+    two_stages = two_stage_launch(layout, cfg is key_split_tile, resident, fast)
     used = kernel_smem_bytes(cfg.smem_bytes, kv_buffer, cfg.block_n, layout, two_stages)
     blocks_per_split = -(-n_blocks // splits) if n_blocks else 0
     blocks_per_share = -(-(batch * n_blocks) // shares)
@@ -190,7 +190,8 @@ def decode_plan(dtype, head_dim, batch, heads_q, heads_kv, seqlen_q, seqlen_k, p
                  "kv_stages": 2 if two_stages else kv_stages(cfg.smem_bytes, kv_buffer)},
         "group": group, "rows_per_kv_head": rows, "q_blocks": m_blocks,
         "row_packing": [{"row": r, "query": r // group, "head": r % group} for r in range(min(rows, cfg.block_m))],
-        "layout": layout, "fast_memory": fast, "two_stage_launch": two_stages, "kv_blocks": n_blocks, "ctas_unsplit": ctas, "num_splits": splits,
+        "layout": layout, "fast_memory": fast, "two_stage_launch": two_stages, "kv_blocks": n_blocks,
+        "ctas_unsplit": ctas, "num_splits": splits,
         "blocks_per_split": blocks_per_split, "keys_per_split": blocks_per_split * cfg.block_n,
         "lanes": lanes, "equal_shares": equal, "shares_per_lane": shares, "blocks_per_share": blocks_per_share,
         "ctas_per_sm": resident, "unsplit_ctas_per_sm": unsplit_resident,
