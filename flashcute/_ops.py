@@ -7,7 +7,8 @@ registration, which from then on takes precedence), and hands the call to it; on
 the error a CUDA-only op should.
 
 fwd's autograd formula calls bwd. fwd takes `deterministic` only to hand it to bwd: the forward kernels are
-deterministic anyway.
+deterministic anyway. The Python entry points (flash_attn_func, flash_attn_varlen_func, flashcute.sdpa) run the
+same formula in eager mode through a plain autograd.Function with the ops below the Autograd key (call_forward).
 """
 
 import torch
@@ -53,19 +54,24 @@ for _schema in (FWD_SCHEMA, BWD_SCHEMA, FWD_VARLEN_SCHEMA, BWD_VARLEN_SCHEMA, FW
 
 _CUDA = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
 
-# register_autograd's kernel, where no input needs a gradient, only calls the op again below the Autograd key: its
-# Python costs a few microseconds of every call, which decoding (one small call per layer and token) feels.
+# register_autograd's kernel wraps every call of an op in Python (its arguments flattened and checked), forward and
+# backward alike: tens of microseconds of host time per attention call, which decoding (one small call per layer and
+# token) and training steps of short sequences feel (benchmarks/notes.md#d-eager-autograd).
 _BELOW_AUTOGRAD = getattr(torch._C, "_AutoDispatchBelowAutograd", None)
 
 
 def call_forward(op, q, k, v, *options):
-    """op(q, k, v, *options) for fwd and fwd_varlen from the Python entry points: below the Autograd key straight
-    away where no input needs a gradient, as register_autograd's kernel would go; while torch.compile traces, and
-    where a gradient is needed, or where an input is not a tensor (whose error the op gives), the op as it is."""
+    """op(q, k, v, *options) for fwd and fwd_varlen from the Python entry points. Where no input needs a gradient,
+    below the Autograd key straight away, as register_autograd's kernel would go; where one does, through
+    _EagerAttention, the op's own autograd formula without that kernel's wrapping. While torch.compile traces or a
+    torch.func transform runs, or where an input is not a tensor (whose error the op gives), the op as it is; so
+    too an op with no formula here (tests' stand-ins), where a gradient is needed."""
     tensors = isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor) and isinstance(v, torch.Tensor)
     if (_BELOW_AUTOGRAD is None or not tensors or torch.compiler.is_compiling()
-            or torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
+            or torch._C._are_functorch_transforms_active()):
         return op(q, k, v, *options)
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        return _EagerAttention.apply(q, k, v, op, *options) if op in _AUTOGRAD_OF else op(q, k, v, *options)
     with _BELOW_AUTOGRAD():
         return op(q, k, v, *options)
 
@@ -264,6 +270,36 @@ def _no_double_backward(op):
         )
     return backward
 
+
+class _EagerAttention(torch.autograd.Function):
+    """fwd's or fwd_varlen's autograd formula (the setup_context and backward that register_autograd takes) with
+    the ops called below the Autograd key. Under create_graph the backward calls the ops as they are, so that a
+    second backward meets bwd's error (_no_double_backward)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, op, *options):
+        with _BELOW_AUTOGRAD():
+            output = op(q, k, v, *options)
+        ctx.op = op
+        _AUTOGRAD_OF[op][0](ctx, (q, k, v, *options), output)
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_out, grad_lse):
+        backward = _AUTOGRAD_OF[ctx.op][1]
+        if torch.is_grad_enabled():
+            grads = backward(ctx, grad_out, grad_lse)
+        else:
+            with _BELOW_AUTOGRAD():
+                grads = backward(ctx, grad_out, grad_lse)
+        return (*grads[:3], None, *grads[3:])  # None for op
+
+
+# The (setup_context, backward) of each forward op.
+_AUTOGRAD_OF = {
+    torch.ops.flashcute.fwd: (_fwd_setup_context, _fwd_backward),
+    torch.ops.flashcute.fwd_varlen: (_fwd_varlen_setup_context, _fwd_varlen_backward),
+}
 
 torch.library.register_autograd("flashcute::fwd", _fwd_backward, setup_context=_fwd_setup_context)
 torch.library.register_autograd("flashcute::bwd", _no_double_backward("bwd"))

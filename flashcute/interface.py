@@ -43,7 +43,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     q (and of k, v for cu_seqlens_k). max_seqlen_q, max_seqlen_k: Python ints, at least every sequence's length
     (they size the grid; nothing is read back from the GPU). seqused_k: optional int32 (batch,): sequence b uses
     only its first seqused_k[b] keys (the others get zero gradients). causal aligns each sequence's diagonal
-    bottom-right. backend: "auto" or "sm80" (variable-length batches run on the SM80 kernels, Hopper too).
+    bottom-right. backend: "auto", "sm80" or "sm90", as for flash_attn_func.
     Values of cu_seqlens that break the rules above (decreasing, past the packed rows, longer than max_seqlen)
     are not detected: rows come out wrong, but nothing outside the given tensors is read or written.
     Returns out (total_q, hq, d), and with return_lse also lse (hq, total_q) in float32 (differentiable too).

@@ -237,6 +237,35 @@ def test_calls_without_grad_skip_autograd_and_match(library, entry):
     assert q_grad.grad is not None and torch.isfinite(q_grad.grad).all()
 
 
+@pytest.mark.parametrize("entry", ["flash_attn_func", "flash_attn_varlen_func"])
+@pytest.mark.parametrize("uses_lse", [False, True])
+def test_eager_autograd_matches_the_op(library, entry, uses_lse):
+    """The entry points' eager autograd (_ops._EagerAttention, the ops below the Autograd key) and the op's own
+    (register_autograd): the same outputs and, deterministic, bitwise the same gradients."""
+    q, k, v = make_qkv(2, 130, 97, 4, 2, 128, seed=9)
+    cu_seqlens_q = torch.tensor([0, 130, 260], device="cuda", dtype=torch.int32)
+    cu_seqlens_k = torch.tensor([0, 97, 194], device="cuda", dtype=torch.int32)
+
+    def run(eager):
+        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        if entry == "flash_attn_func" and eager:
+            out, lse = flashcute.flash_attn_func(*leaves, causal=True, return_lse=True, deterministic=True)
+        elif entry == "flash_attn_func":
+            out, lse = torch.ops.flashcute.fwd(*leaves, None, True, False, "auto", True)
+        else:
+            packed = [t.flatten(0, 1) for t in leaves]
+            lengths = (cu_seqlens_q, cu_seqlens_k, 130, 97)
+            out, lse = (flashcute.flash_attn_varlen_func(*packed, *lengths, causal=True, return_lse=True,
+                                                         deterministic=True) if eager else
+                        torch.ops.flashcute.fwd_varlen(*packed, *lengths, None, True, None, "auto", True))
+        assert (type(out.grad_fn).__name__ == "_EagerAttentionBackward") == eager
+        loss = out.float().square().sum() + (lse.masked_fill(torch.isinf(lse), 0).sum() if uses_lse else 0)
+        return (out.detach(), lse.detach(), *torch.autograd.grad(loss, leaves))
+
+    for eager_value, op_value in zip(run(eager=True), run(eager=False)):
+        assert torch.equal(eager_value, op_value)
+
+
 # ---------------------------------------------------------------- streams and devices
 
 

@@ -89,21 +89,50 @@ def test_ops_exist_after_import_in_either_order(imports):
                          "None"]
 
 
+@pytest.mark.parametrize("entry", ["op", "flash_attn_func", "flash_attn_varlen_func"])
 @pytest.mark.parametrize("loss", ["out", "lse", "out and lse"])
-def test_autograd_formula_on_fake_tensors(loss):
-    """fwd's autograd formula runs without a GPU on fake tensors (bwd's fake kernel; for lse, fwd's and bwd's):
-    gradients of the inputs' shapes and dtype, none for v when only lse is used."""
+def test_autograd_formula_on_fake_tensors(loss, entry):
+    """fwd's and fwd_varlen's autograd formula runs without a GPU on fake tensors (bwd's fake kernel; for lse,
+    fwd's and bwd's): gradients of the inputs' shapes and dtype, none for v when only lse is used; the op through
+    register_autograd, the Python entry points through _ops._EagerAttention."""
+    import flashcute
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     with FakeTensorMode():
         q = torch.empty(2, 8, 17, 64, dtype=torch.float16, requires_grad=True)
         k = torch.empty(2, 33, 2, 64, dtype=torch.float16, requires_grad=True)
         v = torch.empty(2, 33, 2, 64, dtype=torch.float16, requires_grad=True)
-        out, lse = torch.ops.flashcute.fwd(q.transpose(1, 2), k, v, None, True)
+        if entry == "op":
+            out, lse = torch.ops.flashcute.fwd(q.transpose(1, 2), k, v, None, True)
+        elif entry == "flash_attn_func":
+            out, lse = flashcute.flash_attn_func(q.transpose(1, 2), k, v, causal=True, return_lse=True)
+        else:
+            cu_seqlens_q = torch.tensor([0, 17, 34], dtype=torch.int32)
+            cu_seqlens_k = torch.tensor([0, 33, 66], dtype=torch.int32)
+            out, lse = flashcute.flash_attn_varlen_func(q.transpose(1, 2).flatten(0, 1), k.flatten(0, 1),
+                                                        v.flatten(0, 1), cu_seqlens_q, cu_seqlens_k, 17, 33,
+                                                        causal=True, return_lse=True)
+        eager = type(out.grad_fn).__name__ == "_EagerAttentionBackward"
         total = {"out": out.sum(), "lse": lse.sum(), "out and lse": out.sum() + lse.sum()}[loss]
         dq, dk, dv = torch.autograd.grad(total, (q, k, v), allow_unused=True)
+    assert eager == (entry != "op")
     assert dq.shape == q.shape and dk.shape == k.shape and dq.dtype == dk.dtype == torch.float16
     assert (dv is None) == (loss == "lse")
+
+
+@pytest.mark.parametrize("entry", ["op", "flash_attn_func"])
+def test_double_backward_is_a_clear_error_on_fake_tensors(entry):
+    """create_graph=True gives first-order gradients through either autograd path; a second backward through them
+    raises bwd's error rather than returning wrong second derivatives."""
+    import flashcute
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        q, k, v = (torch.empty(1, 16, 2, 64, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+        out = torch.ops.flashcute.fwd(q, k, v)[0] if entry == "op" else flashcute.flash_attn_func(q, k, v)
+        (dq,) = torch.autograd.grad(out.sum(), q, create_graph=True)
+        with pytest.raises(NotImplementedError, match="flashcute.bwd has no backward pass"):
+            dq.sum().backward()
 
 
 def test_layout_import_does_not_import_torch():
