@@ -56,7 +56,7 @@ _CUDA = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
 
 # register_autograd's kernel wraps every call of an op in Python (its arguments flattened and checked), forward and
 # backward alike: tens of microseconds of host time per attention call, which decoding (one small call per layer and
-# token) and training steps of short sequences feel (benchmarks/notes.md#d-eager-autograd).
+# token) and training steps of short sequences feel (benchmarks/notes.md#d-host-eager-autograd).
 _BELOW_AUTOGRAD = getattr(torch._C, "_AutoDispatchBelowAutograd", None)
 
 
