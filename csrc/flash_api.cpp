@@ -160,8 +160,8 @@ Kernel<Params> const& choose_kernel(Op op, char const* name, std::string const& 
   auto const* kernel = find_kernel<Params>(op, arch, dtype, head_dim);
   TORCH_CHECK(kernel != nullptr, "flashcute.", name, ": no ", arch_name(arch), " kernel for ", dtype_name(dtype),
               " with head_dim ", head_dim, " is in this build (built kernels: ", built_kernel_list<Params>(),
-              "); flashcute/kernel_table.py lists the shipped kernels (the SM90 backward covers fewer head dims than "
-              "the forward), and FLASHCUTE_DTYPES / FLASHCUTE_HDIMS / FLASHCUTE_CUDA_ARCHS restrict a build");
+              "); flashcute/kernel_table.py lists the shipped kernels, and FLASHCUTE_DTYPES / FLASHCUTE_HDIMS / "
+              "FLASHCUTE_CUDA_ARCHS restrict a build");
   std::string const reason = cannot_run_reason(*kernel, params);
   TORCH_CHECK(reason.empty(), "flashcute.", name, ": backend '", arch_name(arch), "' cannot take these inputs: ",
               reason);

@@ -1,4 +1,4 @@
-"""The Python API over torch.ops.flashcute.fwd and its backward, torch.ops.flashcute.bwd."""
+"""The Python API over torch.ops.flashcute.fwd / bwd, fwd_varlen / bwd_varlen and fwd_kvcache."""
 
 import torch
 
@@ -19,10 +19,12 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, return_lse=False,
     computed from it trains through `loss.backward()` (torch.ops.flashcute.bwd computes dq, dk and dv).
 
     q: (b, sq, hq, d); k, v: (b, sk, hkv, d) with hq % hkv == 0 (MQA/GQA); fp16 or bf16 CUDA tensors with
-    the last dim contiguous. softmax_scale defaults to 1/sqrt(d). causal masks key j for query i unless
-    j <= i + sk - sq (aligned bottom-right). backend: "auto", "sm80" or "sm90", for the forward and the backward
-    ("auto" takes the SM90 kernels on Hopper where they are built and can run the inputs; "sm90" raises an error
-    naming the reason where they cannot). deterministic=True makes the backward bitwise reproducible (the default
+    the last dim contiguous (the other strides and the data pointer 16-byte aligned: multiples of 8 elements).
+    softmax_scale defaults to 1/sqrt(d). causal masks key j for query i unless j <= i + sk - sq (aligned
+    bottom-right). backend: "auto", "sm80" or "sm90", for the forward and the backward ("auto" takes the SM90
+    kernels on Hopper where they are built and can run the inputs, but for a forward of at most 16 query rows,
+    which runs on the split-KV decode kernel as "sm80" does; "sm90" raises an error naming the reason where its
+    kernels cannot). deterministic=True makes the backward bitwise reproducible (the default
     may accumulate dq with atomics, in any order).
     Returns out (b, sq, hq, d), and with return_lse also lse (b, hq, sq) in float32 (differentiable too).
     """

@@ -194,8 +194,8 @@ KERNELS: tuple[Kernel, ...] = (
            "d-sm80-decode-tiles"),
     Kernel("decode", "sm80", 256, "all", Sm80DecodeTile(64, 64, 4), "FlashAttention-2's split-KV tile",
            "d-sm80-decode-tiles"),
-    # ---- SM90 backward: keys along the wgmma M mode (S^T = K.Q^T), so P^T and dS^T feed the dV/dK gemms from
-    # registers; FlashAttention-3's tiles for these head dims. Larger head dims run on the SM80 backward.
+    # ---- SM90 backward: up to hdim 128 keys along the wgmma M mode (S^T = K.Q^T), so P^T and dS^T feed the dV/dK
+    # gemms from registers (FlashAttention-3's tiles); at 192 and 256 queries along M, P and dS through shared memory.
     Kernel("bwd", "sm90", 64, "all", Sm90BwdTile(128, atom_dq_m=2), "FlashAttention-3's tile", "d-sm90-bwd-tiles"),
     Kernel("bwd", "sm90", 96, "all", Sm90BwdTile(64), "FlashAttention-3's tile", "d-sm90-bwd-tiles"),
     Kernel("bwd", "sm90", 128, "all", Sm90BwdTile(64), "FlashAttention-3's causal tile", "d-sm90-bwd-tiles"),

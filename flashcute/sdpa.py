@@ -38,6 +38,8 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
     reason = unserved_reason(query, key, value, attn_mask, dropout_p, enable_gqa, scale)
     if reason is None and nested:
         reason = _nested_unserved_reason(query, key, value, is_causal)
+    elif reason is None and not torch.compiler.is_compiling():
+        reason = _unaligned_reason(query, key, value)
     kernel = None
     if reason is None:
         kernel, reason = _kernel()
@@ -103,6 +105,18 @@ def unserved_reason(query, key, value, attn_mask=None, dropout_p=0.0, enable_gqa
     device = query.device
     if key.device != device or value.device != device:
         return "the inputs are on different devices"
+    return None
+
+
+def _unaligned_reason(query, key, value):
+    """Why the kernels cannot read these inputs in 16-byte pieces, or None: a data pointer, or a stride of a dim
+    but the last, that is not a multiple of 8 elements. The op raises for such inputs (csrc/flash_api.cpp checks
+    the strides of dims longer than 1); sdpa falls back instead. Not asked in unserved_reason, which the transformers
+    integration asks at every call with its projections' views, nor while torch.compile traces (fake tensors have
+    no data pointer): the op's error there."""
+    strides = query.stride()[:-1] + key.stride()[:-1] + value.stride()[:-1]
+    if (query.data_ptr() | key.data_ptr() | value.data_ptr()) % 16 or math.gcd(*strides) % 8:
+        return "an input is not 16-byte aligned (its data pointer or a stride is not a multiple of 8 elements)"
     return None
 
 

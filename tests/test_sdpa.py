@@ -121,6 +121,17 @@ def test_fallback_reason_cpu(name):
     check_fallback(name, "cpu")
 
 
+def test_unaligned_reason():
+    """The 16-byte rule sdpa asks on CUDA inputs before the op (which would raise): data pointers and the strides
+    of every dim but the last in multiples of 8 elements."""
+    aligned = torch.randn(2, 4, 33, 64, dtype=torch.float16)
+    assert sdpa_module._unaligned_reason(aligned, aligned.transpose(1, 2), aligned[:, :, 1:]) is None
+    row_stride_68 = torch.randn(2, 4, 33, 68, dtype=torch.float16)[..., :64]
+    shifted = torch.randn(aligned.numel() + 1, dtype=torch.float16)[1:].view(aligned.shape)
+    for unaligned in (row_stride_68, shifted):
+        assert "not 16-byte aligned" in sdpa_module._unaligned_reason(aligned, unaligned, aligned)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_cpu_tensors_fall_back_with_one_warning(dtype):
     generator = torch.Generator().manual_seed(2)
@@ -443,6 +454,22 @@ def test_sdpa_three_dim_inputs(library, monkeypatch):
 @pytest.mark.parametrize("name", FALLBACK_NAMES)
 def test_fallback_reason_gpu(library, name):
     check_fallback(name, "cuda")
+
+
+@requires_cuda
+@pytest.mark.parametrize("misalignment", ["row_stride", "data_pointer"])
+def test_unaligned_inputs_fall_back_gpu(library, misalignment):
+    """Inputs the kernels cannot read in 16-byte pieces (the op raises for them) go to torch's SDPA, with the
+    warning, rather than to the op's error."""
+    generator = torch.Generator(device="cuda").manual_seed(9)
+    q, k, v = (random_bhsd(2, 4, 33, 64, torch.float16, "cuda", generator) for _ in range(3))
+    if misalignment == "row_stride":  # rows of 68 elements
+        k = random_bhsd(2, 4, 33, 68, torch.float16, "cuda", generator)[..., :64]
+    else:  # one element past a 16-byte boundary
+        k = torch.randn(k.numel() + 1, dtype=torch.float16, device="cuda", generator=generator)[1:].view(k.shape)
+    expected, got, fallbacks = call_both((q, k, v), {"is_causal": True})
+    assert_same_outcome(expected, got)
+    assert len(fallbacks) == 1 and "not 16-byte aligned" in fallbacks[0], fallbacks
 
 
 @requires_cuda

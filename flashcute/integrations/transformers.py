@@ -13,7 +13,8 @@ FlashAttention flavour). The mask function hands every layer of one forward the 
 - a `VarlenMask` for causal (or bidirectional) attention over sequences that a 2D padding mask, packed
   `position_ids` or the filled part of a static cache delimit: the variable-length kernel on the valid rows
   (gathered, and scattered back into zeros as with FlashAttention), or the fixed-length kernel on the filled
-  keys, both aligned bottom-right;
+  keys, both aligned bottom-right; a left-padded batch's decoding steps (up to 16 queries, no gradients) run the
+  split-KV decode kernel with `cache_leftpad`;
 - transformers' own 4D SDPA mask for everything else (sliding windows that bite, chunked or blockwise masks,
   custom mask functions), which the attention function hands to transformers' SDPA attention with a one-time
   warning, as it does for attention dropout, a position bias and inputs the kernels do not serve.
