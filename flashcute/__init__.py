@@ -3,9 +3,9 @@ CuTe's layout algebra.
 
 `import flashcute` needs no GPU and no nvcc, and never imports torch itself, so `import flashcute.layout` stays
 numpy-only. The torch API (`flash_attn_func`, `flash_attn_varlen_func`, `flash_attn_with_kvcache`, `sdpa`,
-`load_extension`, `build`, `FlashcuteUnavailable` and the ops `torch.ops.flashcute.*` with their fake kernels) is defined as soon as both flashcute and torch are imported,
-in either order. The CUDA extension is loaded (and JIT-built on first use) by the first op call on a CUDA
-tensor, or ahead of it by `load_extension()`.
+`load_extension`, `build`, `FlashcuteUnavailable` and the ops `torch.ops.flashcute.*` with their fake kernels) is
+defined as soon as both flashcute and torch are imported, in either order. The CUDA extension is loaded (and
+JIT-built on first use) by the first op call on a CUDA tensor, or ahead of it by `load_extension()`.
 """
 
 import importlib
