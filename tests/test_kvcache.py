@@ -332,7 +332,7 @@ def test_num_splits(library, num_splits, page_size, seqlen_q, seqlen_new, causal
 
 
 @needs_cuda
-@pytest.mark.parametrize("seqlen_q, head_dim", [(1, 128), (16, 64)])
+@pytest.mark.parametrize("seqlen_q, head_dim", [(1, 64), (1, 96), (1, 128), (1, 192), (1, 256), (16, 64)])
 @pytest.mark.parametrize("page_size", [None, 16, 64], ids=kind)
 @pytest.mark.parametrize("num_splits", [0, 1])
 def test_long_caches(library, num_splits, page_size, seqlen_q, head_dim):
@@ -341,7 +341,8 @@ def test_long_caches(library, num_splits, page_size, seqlen_q, head_dim):
     4096 keys or more and (Hopper, contiguous or TMA) launches alone on its SM, with more shared memory than the
     same kernel took just before for a short cache, at two CTAs per SM (on an H200, the key-split tile with two K/V
     stages, and the 64-row tile's TMA pages still two per SM: benchmarks/notes.md#d-decode-fast-memory). GQA sq 1
-    (hdim 128) takes the key-split tile, sq 16 (hdim 64) the 64-row tile, both on 128-key blocks."""
+    takes the key-split tile at every head dim (its blocks: 256 keys at hdim 64, 128 at 96 and 128, 64 above), sq 16
+    (hdim 64) the 64-row tile on 128-key blocks."""
     skip_unless_decode_built(torch.bfloat16, head_dim)
     for keys, lengths in ((320, [300, 17]), (4600, [4600, 4097, 0, 17, 1000])):  # the same kernel, short then long
         capacity = capacity_for(keys, page_size)
