@@ -81,6 +81,12 @@ def main():
 
     import flashcute
 
+    flashcute.load_extension()
+    built = set(torch.ops.flashcute.built_kernels())
+    missing = {f"decode_sm80_bf16_hdim{d}" for d in (64, 256)} - built
+    if missing:
+        sys.exit(f"the probe needs bf16 decode kernels of head dims 64 and 256; this build lacks {sorted(missing)} "
+                 "(FLASHCUTE_DTYPES=bf16 FLASHCUTE_HDIMS=64,256)")
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     for hkv, b, sk in SHAPES:
         torch.manual_seed(0)
