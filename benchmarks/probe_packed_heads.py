@@ -40,14 +40,17 @@ def unpack_o(op, idx):
     return op.gather(3, idx.expand(b, sq, hq, idx.shape[1]))
 
 
+def pack_kv(t):
+    """A (b, s, hkv, 64) cache whose heads are adjacent in each row, viewed as (b, s, hkv / PACK, PACK * 64)."""
+    b, s, hkv, d = t.shape
+    assert hkv % PACK == 0 and t.stride(3) == 1 and t.stride(2) == d
+    return t.as_strided((b, s, hkv // PACK, PACK * d), (t.stride(0), t.stride(1), PACK * d, 1))
+
+
 def packed_attention(attn, q, k, v, **kw):
     """attn(q', k', v', softmax_scale=...) on the packed problem; the result unpacked to (b, sq, hq, 64)."""
-    b, s, hkv, d = k.shape
-    assert hkv % PACK == 0 and k.stride(2) == d and v.stride(2) == d
-    kp = k.as_strided((b, s, hkv // PACK, PACK * d), (k.stride(0), k.stride(1), PACK * d, 1))
-    vp = v.as_strided((b, s, hkv // PACK, PACK * d), (v.stride(0), v.stride(1), PACK * d, 1))
-    qp, idx = pack_q(q, hkv)
-    return unpack_o(attn(qp, kp, vp, softmax_scale=d ** -0.5, **kw), idx)
+    qp, idx = pack_q(q, k.shape[2])
+    return unpack_o(attn(qp, pack_kv(k), pack_kv(v), softmax_scale=q.shape[3] ** -0.5, **kw), idx)
 
 
 def reference(q, k, v, softmax_scale=None):  # (b, s, h, d), float64, GQA
@@ -100,7 +103,7 @@ def main():
             return flashcute.flash_attn_with_kvcache(q, k, v, cache_seqlens=lengths, **kw)
 
         q_packed, _ = pack_q(q, hkv)
-        k_packed, v_packed = (t.view(b, sk, hkv // PACK, PACK * 64) for t in (k, v))
+        k_packed, v_packed = pack_kv(k), pack_kv(v)
         q_bhsd, k_bhsd, v_bhsd = (t.transpose(1, 2) for t in (q, k, v))
 
         def cudnn():
