@@ -465,8 +465,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> run_bwd(char const* op, QKVShape 
     params.dk_accum_ptr = dk_accum.data_ptr<float>();
     params.dv_accum_ptr = dv_accum.data_ptr<float>();
   }
+  auto const i32 = q.options().dtype(at::kInt);
+  at::Tensor dq_claims;
+  if (kernel.key.arch == Arch::kSm90 && !deterministic && s.seqlen_q <= kBwdDqClaimsMaxSeqlenQ) {
+    // Zeroed whole, not by the preprocess per block: a Q block the preprocess skips (cu_seqlens beyond the grid)
+    // must not leave a claim counter no K/V block can win.
+    dq_claims = at::zeros({sequences, s.heads_q, semaphores(s.seqlen_q, q.size(0))}, i32);
+    params.dq_claims = dq_claims.data_ptr<int>();
+  }
   if (deterministic) {
-    auto const i32 = q.options().dtype(at::kInt);
     dq_semaphore = at::zeros({sequences, s.heads_q, semaphores(s.seqlen_q, q.size(0))}, i32);
     params.dq_semaphore = dq_semaphore.data_ptr<int>();
     if (grouped) {

@@ -147,6 +147,12 @@ struct BwdParams : AttnParams {
   // caller. Null otherwise (atomics in any order).
   int* __restrict__ dq_semaphore;   // heads_q x SeqInfo::q_semaphores() per sequence block (common/seqlen.h)
   int* __restrict__ dkv_semaphore;  // heads_kv x SeqInfo::k_semaphores(), GQA only
+  // The SM90 backward with keys along M, not deterministic, queries up to kBwdDqClaimsMaxSeqlenQ: a claim counter
+  // per Q block of each head, laid out like dq_semaphore and zeroed by the caller. The first K/V block to claim
+  // a Q block zeroes its rows of dq_accum inside the kernel, a block ahead of its own additions, so the preprocess
+  // zeroes only the rows no K/V block visits (sm90/bwd_mainloop.h). Null otherwise: the preprocess zeroes all of
+  // dq_accum.
+  int* __restrict__ dq_claims;
 
   // Varlen on SM90: the grids run over the blocks of the sequences one after another, K/V blocks (kBlockN keys:
   // the kernel, and the dK / dV postprocess) and Q blocks (kBlockM queries: the preprocess, the dQ postprocess).
@@ -167,6 +173,10 @@ inline int64_t varlen_block_table_entries(int64_t total, int64_t batch) { return
 
 // The semaphores are sized for row blocks of this many rows; the kernels' blocks are at least as tall.
 constexpr int kBwdSemaphoreRows = 64;
+// The longest queries (seqlen_q, or max_seqlen_q) for which the SM90 backward zeroes dq_accum in the kernel
+// (BwdParams::dq_claims): there the preprocess's zeroing is a large part of the call, longer the claims cost the
+// kernel more than they save (benchmarks/notes.md#d-sm90-bwd-dq-claims).
+constexpr int64_t kBwdDqClaimsMaxSeqlenQ = 1024;
 // The accumulators' rows per (batch, head) are rounded up to a multiple of this, which every block height divides.
 constexpr int kBwdAccumRowAlign = 128;
 

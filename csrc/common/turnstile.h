@@ -15,6 +15,19 @@ __device__ __forceinline__ void turnstile_spin(int const* counter, int turn) {
   } while (seen != turn);
 }
 
+// One thread: returns once the counter has reached at least `value`.
+__device__ __forceinline__ void spin_until_at_least(int const* counter, int value) {
+  int seen;
+  do {
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+  } while (seen < value);
+}
+
+// Adds `value` to the counter once this thread's earlier writes are visible at the GPU scope, without waiting.
+__device__ __forceinline__ void release_add(int* counter, int value) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;" :: "l"(counter), "r"(value) : "memory");
+}
+
 // One thread, once the additions it stands for are complete and visible to it: lets the next CTA in.
 __device__ __forceinline__ void turnstile_release(int* counter) {
   __threadfence();

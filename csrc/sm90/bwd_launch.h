@@ -85,7 +85,9 @@ struct BwdKernel {
   }
 
   static void launch(BwdParams const& params, cudaStream_t stream) {
-    BwdParams const tma_params = with_tma_strides(params);
+    BwdParams tma_params = with_tma_strides(params);
+    // Queries along M, the consumers add dQ themselves, into an accumulator the preprocess zeroes.
+    if constexpr (!Traits::kKeysAlongM) { tma_params.dq_claims = nullptr; }
     if (params.causal) {
       launch_bwd<Traits, true>(tma_params, stream);
     } else {

@@ -209,12 +209,9 @@ struct BwdMainloop {
   // (rotated_walk_turn: a block waits for the higher blocks of its group, which must be resident); with causal,
   // decreasing n_block, since block n starts at the diagonal and a higher n_block reaches a given Q block sooner
   // (in n_block order, each would wait for all the lower ones' longer walks).
-  CUTLASS_DEVICE static int* dq_turnstiles(BwdParams const& bwd, SeqInfo const& seq, int bidh) {
-    return bwd.dq_semaphore == nullptr ? nullptr
-        : bwd.dq_semaphore + seq.q_semaphore_offset() + int64_t(bidh) * seq.q_semaphores();
-  }
-  CUTLASS_DEVICE static int* dq_counter(int* turnstiles, int m_block) {
-    return turnstiles + m_block * (kBlockM / kBwdSemaphoreRows);
+  // Q block m_block's counter of head bidh in `counters` (dq_semaphore or dq_claims; null if they are).
+  CUTLASS_DEVICE static int* dq_block_counter(int* counters, SeqInfo const& seq, int bidh, int m_block) {
+    return counters == nullptr ? nullptr : counters + seq.q_block_semaphore(bidh, m_block, kBlockM);
   }
   CUTLASS_DEVICE static int dq_turn(BwdParams const& bwd, SeqInfo const& seq, int m_block, int n_block) {
     int const n_end = kv_blocks_visiting<kBlockM, kBlockN, kCausal>(seq, m_block);
@@ -239,10 +236,33 @@ struct BwdMainloop {
     return {range.m_block_min, count, rotate ? rotated_walk_start(n_block, rotation_group(bwd), count) : 0};
   }
 
+  // dq_claims (not deterministic): a Q block's claim counter counts the K/V blocks that have claimed it, plus
+  // kDqZeroed once the first of them has zeroed its rows of the accumulator. The dQ warp claims each block of its
+  // walk two blocks ahead (claim_dq_block: lane 0's atomic, its result read a block later), zeroes it one block ahead
+  // if it was first (zero_if_first_claim), and waits for the zeros before its own additions (wait_dq_block_zeroed).
+  static constexpr int kDqZeroed = 1 << 30;
+  CUTLASS_DEVICE static int claim_dq_block(int* counter) {
+    return cutlass::canonical_lane_idx() == 0 ? atomicAdd(counter, 1) : 0;
+  }
+  CUTLASS_DEVICE static void zero_if_first_claim(int claimed_before, int* counter, float* dq_accum_block) {
+    if (__shfl_sync(0xffffffff, claimed_before, 0) != 0) { return; }
+    float4* const rows = reinterpret_cast<float4*>(dq_accum_block);
+    for (int i = cutlass::canonical_lane_idx(); i < Traits::kdQElems / 4; i += cutlass::NumThreadsPerWarp) {
+      rows[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    // Each lane releases its own zeros, without waiting for them: kDqZeroed once all 32 shares have landed.
+    release_add(counter, kDqZeroed / cutlass::NumThreadsPerWarp);
+  }
+  // One thread, before its bulk reductions into the block: the zeros (generic proxy) ordered before them (async).
+  CUTLASS_DEVICE static void wait_dq_block_zeroed(int const* counter) {
+    spin_until_at_least(counter, kDqZeroed);
+    fence_proxy_async_global();
+  }
+
   // The dQ warp of the producer warpgroup (all 32 lanes, lane 0 issues), where dQ goes through shared memory: each
   // consumer warpgroup's chunk of a Q block's dQ, once that warpgroup has put it in shared memory, is added into
   // this head's float32 accumulator by one bulk reduction (the chunks in warpgroup order, a bulk group each), in
-  // turn with a turnstile.
+  // turn with a turnstile; with dq_claims, once the block is zeroed.
   // One dQ warp (bwd_kernel.h passes each dQ warp its index, 0 here).
   static constexpr int kdQWarps = 1;
   template <class SharedStorage>
@@ -254,10 +274,17 @@ struct BwdMainloop {
     constexpr int kBuffers = Traits::kdQStages;
     constexpr int kChunk = Traits::kdQChunkElems;
     bool const lane0 = cute::elect_one_sync();
-    wait_for_prior_grid();  // the preprocess has zeroed the dQ accumulator
+    wait_for_prior_grid();  // the preprocess has zeroed the dQ accumulator (with dq_claims, the unvisited blocks)
     float* const dq_accum_head = bwd.dq_accum_ptr + seq.q_accum_head_row(bidh) * kHeadDim;
-    int* const turnstiles = dq_turnstiles(bwd, seq, bidh);
     QBlockWalk const walk = q_walk(bwd, range, n_block);
+    int* const claims = bwd.dq_claims;  // null: the preprocess zeroed the accumulator
+    auto claim_counter = [&](int i) { return dq_block_counter(claims, seq, bidh, walk[i]); };
+    auto accum_block = [&](int i) { return dq_accum_head + int64_t(walk[i]) * Traits::kdQElems; };
+    int next_claim = 0;  // lane 0: what the claim of walk step i + 1 found
+    if (claims != nullptr && walk.count > 0) {
+      zero_if_first_claim(claim_dq_block(claim_counter(0)), claim_counter(0), accum_block(0));
+      if (walk.count > 1) { next_claim = claim_dq_block(claim_counter(1)); }
+    }
     for (int i = 0; i < walk.count; ++i) {
       int const m_block = walk[i];
       int const buffer = i % kBuffers;
@@ -268,7 +295,15 @@ struct BwdMainloop {
         __syncwarp();
         NamedBarrier::arrive(kThreads, uint32_t(BwdNamedBarrierId::kdQEmptyFirst) + wg);
       });
-      int* const counter = turnstiles == nullptr ? nullptr : dq_counter(turnstiles, m_block);
+      if (claims != nullptr) {  // while the consumers compute this block's dQ
+        if (i + 1 < walk.count) {
+          zero_if_first_claim(next_claim, claim_counter(i + 1), accum_block(i + 1));
+          if (i + 2 < walk.count) { next_claim = claim_dq_block(claim_counter(i + 2)); }
+        }
+        if (lane0) { wait_dq_block_zeroed(claim_counter(i)); }
+        __syncwarp();
+      }
+      int* const counter = dq_block_counter(bwd.dq_semaphore, seq, bidh, m_block);
       if (lane0 && counter != nullptr) { turnstile_spin(counter, dq_turn(bwd, seq, m_block, n_block)); }
       for (int wg = 0; wg < kWarpGroups; ++wg) {
         NamedBarrier::sync(kThreads, uint32_t(BwdNamedBarrierId::kdQFullFirst) + wg);

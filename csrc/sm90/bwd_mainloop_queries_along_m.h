@@ -83,7 +83,7 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
     // Step i of the walk is parked in stage i % kStages, the stage's (i / kStages)-th use (the consumers' states).
     for (int i = stage; i < walk.count; i += Traits::kStages) {
       int const m_block = walk[i];
-      int* const counter = Base::dq_counter(Base::dq_turnstiles(bwd, seq, bidh), m_block);
+      int* const counter = Base::dq_block_counter(bwd.dq_semaphore, seq, bidh, m_block);
       if (lane0) { turnstile_spin(counter, Base::dq_turn(bwd, seq, m_block, n_block)); }
       shared.barrier_dq_full[stage].wait((i / Traits::kStages) % 2);
       if (lane0) {

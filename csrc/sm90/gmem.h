@@ -125,4 +125,12 @@ CUTE_DEVICE void bulk_wait_complete() {
 #endif
 }
 
+// Orders this thread's generic-proxy view of global memory (what its acquire made visible) before its later
+// asynchronous (bulk) operations on it.
+CUTE_DEVICE void fence_proxy_async_global() {
+#if defined(CUTE_ARCH_TMA_SM90_ENABLED)
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+#endif
+}
+
 }  // namespace flashcute::sm90
