@@ -1,12 +1,14 @@
-"""A/B check of flashcute's forward between two checkouts, in one run on one GPU: did a change make any shape
-slower? Each checkout is timed in its own process (each loads its own extension), alternating A, B, A, B, ...,
+"""A/B check of flashcute's forward or backward between two checkouts, in one run on one GPU: did a change make any
+shape slower? Each checkout is timed in its own process (each loads its own extension), alternating A, B, A, B, ...,
 so the run-to-run noise (A against A) is measured beside the difference (B against A).
 
     python benchmarks/bench_ab.py --a /path/to/old/checkout --b . [--rounds 2] [--backends sm90,sm80]
+    python benchmarks/bench_ab.py --a /path/to/old/checkout --op bwd --backends sm90 --dtypes bf16 --head-dims 64,128
 
 Shapes: the FlashAttention-paper grid of bench_fwd.py (batch * seqlen = 16k, hidden 2048, head dims 64/128/256,
-seqlen 512-16k, causal and not, bf16 and fp16). Times: triton.testing.do_bench medians. Prints a table and the
-geometric means, and writes JSON and markdown to benchmarks/results/ (or --out).
+seqlen 512-16k, causal and not, bf16 and fp16), narrowed by --dtypes and --head-dims. Times: triton.testing.do_bench
+medians of flash_attn_func (--op fwd) or of torch.ops.flashcute.bwd on a forward computed once (--op bwd, the
+default mode). Prints a table and the geometric means, and writes JSON and markdown to benchmarks/results/ (or --out).
 """
 
 import argparse
@@ -22,27 +24,31 @@ REPO = Path(__file__).resolve().parents[1]
 SHAPES = [(dtype, d, s, causal) for dtype in ("bf16", "fp16") for d in (64, 128, 256)
           for s in (512, 1024, 2048, 4096, 8192, 16384) for causal in (False, True)]
 
-# Runs inside one checkout's process: times every (backend, shape), prints one JSON line.
+# Runs inside one checkout's process: times every (backend, shape) of one op, prints one JSON line.
 TIMER = r"""
 import json, sys, torch, triton
 sys.path.insert(0, sys.argv[1])
 import flashcute
-shapes, backends = json.loads(sys.argv[2]), json.loads(sys.argv[3])
+shapes, backends, op = json.loads(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4]
 dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
 times = {}
 for dtype, d, s, causal in shapes:
     b, h = 16384 // s, 2048 // d
-    q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=dtypes[dtype]) for _ in range(3))
+    q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", dtype=dtypes[dtype]) for _ in range(4))
     for backend in backends:
-        fn = lambda: flashcute.flash_attn_func(q, k, v, causal=causal, backend=backend)
+        if op == "fwd":
+            fn = lambda: flashcute.flash_attn_func(q, k, v, causal=causal, backend=backend)
+        else:
+            out, lse = torch.ops.flashcute.fwd(q, k, v, None, causal, False, backend)
+            fn = lambda: torch.ops.flashcute.bwd(dout, q, k, v, out, lse, None, causal, False, False, backend)
         times[f"{backend} {dtype} {d} {s} {causal}"] = triton.testing.do_bench(fn, warmup=25, rep=100,
                                                                                return_mode="median")
 print("TIMES " + json.dumps(times))
 """
 
 
-def time_checkout(path, backends):
-    result = subprocess.run([sys.executable, "-c", TIMER, str(path), json.dumps(SHAPES), json.dumps(backends)],
+def time_checkout(path, shapes, backends, op):
+    result = subprocess.run([sys.executable, "-c", TIMER, str(path), json.dumps(shapes), json.dumps(backends), op],
                             capture_output=True, text=True)
     if result.returncode != 0:
         sys.exit(f"timing {path} failed:\n{result.stderr[-3000:]}")
@@ -60,13 +66,18 @@ def main():
     parser.add_argument("--b", default=str(REPO), help="the checkout under test (after)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--backends", default="sm90,sm80")
+    parser.add_argument("--op", choices=("fwd", "bwd"), default="fwd")
+    parser.add_argument("--dtypes", default="bf16,fp16")
+    parser.add_argument("--head-dims", default="64,128,256")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
     args = parser.parse_args()
     backends = args.backends.split(",")
+    dtypes, head_dims = args.dtypes.split(","), [int(d) for d in args.head_dims.split(",")]
+    shapes = [shape for shape in SHAPES if shape[0] in dtypes and shape[1] in head_dims]
     runs = {"a": [], "b": []}
     for r in range(args.rounds):
         for side in ("a", "b"):
-            runs[side].append(time_checkout(getattr(args, side), backends))
+            runs[side].append(time_checkout(getattr(args, side), shapes, backends, args.op))
             print(f"round {r + 1}: {side} timed", flush=True)
 
     import torch
@@ -81,7 +92,8 @@ def main():
         ratios[key.split()[0]].append(ratio)
         noise[key.split()[0]].append(spread)
         rows.append((key, min(a), min(b), ratio, spread))
-    lines = [f"# flashcute A/B forward, {device}, {datetime.datetime.now():%Y-%m-%d %H:%M}",
+    op_name = {"fwd": "forward", "bwd": "backward (the op on a forward computed once)"}[args.op]
+    lines = [f"# flashcute A/B {op_name}, {device}, {datetime.datetime.now():%Y-%m-%d %H:%M}",
              f"A = {args.a}, B = {args.b}, {args.rounds} rounds each, alternating; best of rounds per shape.", "",
              "| backend dtype d seqlen causal | A ms | B ms | A/B (>1: B faster) | A spread (max/min) |",
              "|---|---|---|---|---|"]
@@ -96,7 +108,7 @@ def main():
     print(text)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = f"fwd_ab_{datetime.datetime.now():%Y-%m-%d_%H%M}_{device.replace(' ', '-')}"
+    stem = f"{args.op}_ab_{datetime.datetime.now():%Y-%m-%d_%H%M}_{device.replace(' ', '-')}"
     (out / f"{stem}.md").write_text(text + "\n")
     (out / f"{stem}.json").write_text(json.dumps({"device": device, "a": args.a, "b": args.b, "runs": runs}, indent=1))
 
