@@ -1,8 +1,8 @@
 // Backward preprocess, one CTA per (Q block, head, batch) (sm80/gmem.h row_block_of_cta): D = rowsum(dO * O) per
 // query row (the softmax backward's correction, dS = P * (dP - D)), LSE * log2(e) where the kernel wants it, and
-// zeroes the block's rows of dQ's float32 accumulator (with BwdParams::dq_claims, only if no K/V block visits it). Rows past the sequence in the block get D = 0 and
-// LSE * log2(e) = +inf. Arch-neutral: the SM90 backward runs it with its own block height and thread count
-// (sm90/bwd_kernel_traits.h PrePost).
+// zeroes the block's rows of dQ's float32 accumulator (with BwdParams::dq_claims, only if no K/V block visits
+// it). Rows past the sequence in the block get D = 0 and LSE * log2(e) = +inf. Arch-neutral: the SM90 backward
+// runs it with its own block height and thread count (sm90/bwd_kernel_traits.h PrePost).
 #pragma once
 
 #include <cute/tensor.hpp>
