@@ -3,6 +3,8 @@
 // change from run to run. A turnstile per buffer region makes the CTAs add in a fixed order: CTA `turn` waits
 // until the counter reaches `turn`, adds, then passes the turn on. The CTAs that wait on one another are
 // launched in turn order (they are ordered by blockIdx), so the one being waited for is already resident.
+// spin_until_at_least and release_add are the counter operations of the SM90 backward's dQ claims
+// (sm90/bwd_mainloop.h), which order no additions, only the zeroing before them.
 #pragma once
 
 namespace flashcute {
