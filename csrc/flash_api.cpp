@@ -442,7 +442,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> run_bwd(char const* op, QKVShape 
   params.dsoftmax_sum_ptr = dsoftmax_sum.data_ptr<float>();
   at::Tensor lse_log2;  // the SM90 kernel's copy of the LSE in its row blocks
   at::Tensor block_tables;  // the SM90 grids over a packed batch (BwdParams kv_block_table, q_block_table, ...)
-  if (kernel.key.arch == Arch::kSm90) {
+  bool const sm90 = kernel.key.arch == Arch::kSm90;
+  if (sm90) {
     lse_log2 = at::empty({sequences, s.heads_q, q_accum_rows}, f32);
     params.lse_log2_ptr = lse_log2.data_ptr<float>();
     if (varlen) {
@@ -466,16 +467,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> run_bwd(char const* op, QKVShape 
     params.dv_accum_ptr = dv_accum.data_ptr<float>();
   }
   auto const i32 = q.options().dtype(at::kInt);
-  at::Tensor dq_claims;
-  if (kernel.key.arch == Arch::kSm90 && !deterministic && s.seqlen_q <= kBwdDqClaimsMaxSeqlenQ) {
-    // Zeroed whole, not by the preprocess per block: a Q block the preprocess skips (cu_seqlens beyond the grid)
-    // must not leave a claim counter no K/V block can win.
-    dq_claims = at::zeros({sequences, s.heads_q, semaphores(s.seqlen_q, q.size(0))}, i32);
-    params.dq_claims = dq_claims.data_ptr<int>();
+  at::Tensor dq_counters;  // SM90, not deterministic: dq_done, and dq_claims for short queries
+  if (sm90 && !deterministic) {
+    // Zeroed whole, in one fill, not by the preprocess per block: the kernel may start, and the dQ postprocess
+    // read them, before the preprocess ends (programmatic launches), and a Q block the preprocess skips
+    // (cu_seqlens beyond the grid) must not leave a claim counter no K/V block can win.
+    bool const claims = s.seqlen_q <= kBwdDqClaimsMaxSeqlenQ;
+    dq_counters = at::zeros({claims ? 2 : 1, sequences, s.heads_q, semaphores(s.seqlen_q, q.size(0))}, i32);
+    params.dq_done = dq_counters[0].data_ptr<int>();
+    if (claims) { params.dq_claims = dq_counters[1].data_ptr<int>(); }
   }
   if (deterministic) {
     dq_semaphore = at::zeros({sequences, s.heads_q, semaphores(s.seqlen_q, q.size(0))}, i32);
     params.dq_semaphore = dq_semaphore.data_ptr<int>();
+    if (sm90) { params.dq_done = params.dq_semaphore; }  // the turnstile counts completed additions
     if (grouped) {
       dkv_semaphore = at::zeros({sequences, s.heads_kv, semaphores(s.seqlen_k, k.size(0))}, i32);
       params.dkv_semaphore = dkv_semaphore.data_ptr<int>();

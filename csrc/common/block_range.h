@@ -188,6 +188,12 @@ __host__ __device__ inline SequenceBlock sequence_block_of(int const* first, int
   return {b, x - first[b]};
 }
 
+// CTAs per head of a packed batch's grid over blocks of block_rows rows (the SM90 backward's, sm90/bwd_launch.h): at
+// most total / block_rows full blocks, plus one partial block per sequence.
+__host__ __device__ inline int packed_grid_blocks(int total, int block_rows, int batch) {
+  return total / block_rows + batch;
+}
+
 // Entry x of such a table as the prepass stores it (int pairs, 8-byte aligned): one load.
 __host__ __device__ inline SequenceBlock table_entry(int const* table, int x) {
   int2 const entry = reinterpret_cast<int2 const*>(table)[x];
@@ -222,6 +228,17 @@ __host__ __device__ inline int kv_blocks_visiting(SeqInfo const& seq, int m_bloc
   // q_block_range: block n visits m iff its first_row = n * kBlockN - causal_offset < (m + 1) * kBlockM.
   int const end = (m_block + 1) * kBlockM + seq.causal_offset();
   return end <= 0 ? 0 : min(n_blocks, (end + kBlockN - 1) / kBlockN);
+}
+
+// The SM90 backward's K/V blocks that add into Q block m_block of sequence seq.batch (the count its
+// BwdParams::dq_done counter reaches): those visiting it, or none where a packed batch's sequence does not fit the
+// kernel's grid whole (sequence_block_of: no CTA runs its blocks).
+template <int kBlockM, int kBlockN>
+__host__ __device__ inline int kv_blocks_adding_dq(BwdParams const& p, SeqInfo const& seq, int m_block) {
+  bool const packed = p.first_kv_block != nullptr;
+  if (packed && p.first_kv_block[seq.batch + 1] > packed_grid_blocks(p.total_k, kBlockN, p.batch)) { return 0; }
+  return p.causal ? kv_blocks_visiting<kBlockM, kBlockN, true>(seq, m_block)
+                  : kv_blocks_visiting<kBlockM, kBlockN, false>(seq, m_block);
 }
 
 }  // namespace flashcute

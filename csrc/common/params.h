@@ -150,9 +150,15 @@ struct BwdParams : AttnParams {
   // The SM90 backward with keys along M, not deterministic, queries up to kBwdDqClaimsMaxSeqlenQ: a claim counter
   // per Q block of each head, laid out like dq_semaphore and zeroed by the caller. The first K/V block to claim
   // a Q block zeroes its rows of dq_accum inside the kernel, a block ahead of its own additions, so the preprocess
-  // zeroes only the rows no K/V block visits (sm90/bwd_mainloop.h). Null otherwise: the preprocess zeroes all of
-  // dq_accum.
+  // zeroes none (sm90/bwd_mainloop.h; set only with dq_done, so no row that no K/V block adds into is read). Null
+  // otherwise: the preprocess zeroes all of dq_accum.
   int* __restrict__ dq_claims;
+  // The SM90 backward with keys along M: per Q block of each head, laid out like dq_semaphore and zeroed by the
+  // caller (deterministic: dq_semaphore itself), the K/V blocks whose additions into its rows of dq_accum are
+  // complete. The dQ postprocess converts a block once all the K/V blocks adding into it have counted
+  // (common/block_range.h kv_blocks_adding_dq), while the kernel's last CTAs still run. Null otherwise: the
+  // postprocess waits for the whole kernel.
+  int* __restrict__ dq_done;
 
   // Varlen on SM90: the grids run over the blocks of the sequences one after another, K/V blocks (kBlockN keys:
   // the kernel, and the dK / dV postprocess) and Q blocks (kBlockM queries: the preprocess, the dQ postprocess).

@@ -4,7 +4,8 @@
 // until the counter reaches `turn`, adds, then passes the turn on. The CTAs that wait on one another are
 // launched in turn order (they are ordered by blockIdx), so the one being waited for is already resident.
 // spin_until_at_least and release_add are the counter operations of the SM90 backward's dQ claims
-// (sm90/bwd_mainloop.h), which order no additions, only the zeroing before them.
+// (sm90/bwd_mainloop.h), which order no additions, only the zeroing before them, and of its completed dQ blocks
+// (BwdParams::dq_done), which the postprocess waits for.
 #pragma once
 
 namespace flashcute {
@@ -17,12 +18,15 @@ __device__ __forceinline__ void turnstile_spin(int const* counter, int turn) {
   } while (seen != turn);
 }
 
-// One thread: returns once the counter has reached at least `value`.
-__device__ __forceinline__ void spin_until_at_least(int const* counter, int value) {
+// One thread: returns once the counter has reached at least `value`; between reads it sleeps about backoff_ns
+// nanoseconds (0: reads back to back, for a wait expected to be short).
+__device__ __forceinline__ void spin_until_at_least(int const* counter, int value, unsigned backoff_ns = 0) {
   int seen;
-  do {
+  while (true) {
     asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
-  } while (seen < value);
+    if (seen >= value) { return; }
+    if (backoff_ns > 0) { __nanosleep(backoff_ns); }
+  }
 }
 
 // Adds `value` to the counter once this thread's earlier writes are visible at the GPU scope, without waiting.

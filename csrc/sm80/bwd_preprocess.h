@@ -1,13 +1,12 @@
 // Backward preprocess, one CTA per (Q block, head, batch) (sm80/gmem.h row_block_of_cta): D = rowsum(dO * O) per
 // query row (the softmax backward's correction, dS = P * (dP - D)), LSE * log2(e) where the kernel wants it, and
-// zeroes the block's rows of dQ's float32 accumulator (with BwdParams::dq_claims, only if no K/V block visits
-// it). Rows past the sequence in the block get D = 0 and LSE * log2(e) = +inf. Arch-neutral: the SM90 backward
+// zeroes the block's rows of dQ's float32 accumulator (not with BwdParams::dq_claims: the SM90 kernel does).
+// Rows past the sequence in the block get D = 0 and LSE * log2(e) = +inf. Arch-neutral: the SM90 backward
 // runs it with its own block height and thread count (sm90/bwd_kernel_traits.h PrePost).
 #pragma once
 
 #include <cute/tensor.hpp>
 
-#include "common/block_range.h"
 #include "common/params.h"
 #include "common/seqlen.h"
 #include "common/utils.h"
@@ -88,13 +87,9 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_preprocess_kernel(__gri
     }
   }
 
-  // Zero this block of the dQ accumulator, unless a K/V block of the SM90 kernel will (BwdParams::dq_claims): the
-  // blocks no K/V block visits only.
-  if (params.dq_claims != nullptr) {
-    bool const visited = params.causal ? kv_blocks_visiting<kBlockM, Traits::kBlockN, true>(seq, m_block) > 0
-                                       : seq.seqlen_k() > 0;
-    if (visited) { return; }
-  }
+  // Zero this block of the dQ accumulator, unless the first K/V block of the SM90 kernel adding into it will
+  // (BwdParams::dq_claims; the dQ postprocess, which waits for dq_done there, reads no block that none adds into).
+  if (params.dq_claims != nullptr) { return; }
   Tensor tdQgdQaccum = accum_block<kBlockM, Traits::kHeadDim, Traits::kNThreads, Traits::kdQAccumGroupThreads,
                                    Traits::kdQAccumVec>(
       params.dq_accum_ptr, seq.q_accum_head_row(bidh), m_block)(tidx, _);

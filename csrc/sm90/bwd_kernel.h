@@ -7,9 +7,9 @@
 // (bwd_mainloop.h), then writes them (bwd_epilogue.h). At head dims 192 and 256 (BwdKernelTraitsQueriesAlongM) the
 // consumers share a 64-key block, each keeps half of dK^T and dV^T, and they add dQ themselves
 // (bwd_mainloop_queries_along_m.h); deterministic, they park it over the block's spent Q/dO stages instead, and warp
-// 1 takes the turn, reduces it and releases them. The preprocess (D, LSE * log2(e), the zeroed dQ accumulator; for
-// short queries only its blocks that no K/V block visits, BwdParams::dq_claims) runs before, the
-// postprocess (dQ; dK and dV with GQA) after.
+// 1 takes the turn, reduces it and releases them. The preprocess (D, LSE * log2(e), the zeroed dQ accumulator,
+// which for short queries the kernel zeroes instead: BwdParams::dq_claims) runs before, the postprocess (dQ; dK and
+// dV with GQA) after, its dQ blocks as soon as their additions are complete (BwdParams::dq_done).
 //
 // Barriers: the Q and dO pipelines (full: TMA bytes, K's with the first Q block and V's with the first dO block, so
 // the first S^T gemm waits for K and Q only; empty: every consumer thread after the gemm that last read the stage,

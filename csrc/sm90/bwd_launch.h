@@ -32,7 +32,8 @@ void launch_bwd(BwdParams const& params, cudaStream_t stream) {
   // sequence's, as FlashAttention-4's varlen scheduler does, so a packed batch's last CTAs are its last sequence's.
   bool const varlen = params.cu_seqlens_q != nullptr;
   auto grid_of = [&](int rows, int total, int block, int heads) {
-    return varlen ? dim3(total / block + params.batch, heads, 1) : dim3(blocks(rows, block), heads, params.batch);
+    return varlen ? dim3(packed_grid_blocks(total, block, params.batch), heads, 1)
+                  : dim3(blocks(rows, block), heads, params.batch);
   };
   dim3 const q_grid = grid_of(params.seqlen_q, params.total_q, Traits::kBlockM, params.heads_q);
   dim3 const kv_grid = grid_of(params.seqlen_k, params.total_k, Traits::kBlockN, params.heads_q);
@@ -46,7 +47,9 @@ void launch_bwd(BwdParams const& params, cudaStream_t stream) {
   BwdKernelParams<Traits, kCausal> const kernel_params{params, BwdMainloopOf<Traits, kCausal>::make_params(params),
                                                        BwdEpilogue<Traits>::make_params(params)};
   // The kernel and the postprocess start while the kernel before each still runs (their prologues and launch
-  // latency hidden); each waits for it before reading its outputs (wait_for_prior_grid).
+  // latency hidden); each waits for it before reading its outputs (wait_for_prior_grid; with dq_done, the dQ
+  // postprocess waits for each of its blocks' additions instead, and converts the blocks of the heads done while
+  // the kernel's last wave runs).
   constexpr int kSmemBytes = Traits::kSmemBytes;
   constexpr auto kVarlenKernel = &bwd_kernel<Traits, kCausal, true>;
   constexpr auto kFixedKernel = &bwd_kernel<Traits, kCausal, false>;
@@ -86,8 +89,9 @@ struct BwdKernel {
 
   static void launch(BwdParams const& params, cudaStream_t stream) {
     BwdParams tma_params = with_tma_strides(params);
-    // Queries along M, the consumers add dQ themselves, into an accumulator the preprocess zeroes.
-    if constexpr (!Traits::kKeysAlongM) { tma_params.dq_claims = nullptr; }
+    // Queries along M, the consumers add dQ themselves, into an accumulator the preprocess zeroes, and the
+    // postprocess waits for the whole kernel.
+    if constexpr (!Traits::kKeysAlongM) { tma_params.dq_claims = tma_params.dq_done = nullptr; }
     if (params.causal) {
       launch_bwd<Traits, true>(tma_params, stream);
     } else {

@@ -262,7 +262,7 @@ struct BwdMainloop {
   // The dQ warp of the producer warpgroup (all 32 lanes, lane 0 issues), where dQ goes through shared memory: each
   // consumer warpgroup's chunk of a Q block's dQ, once that warpgroup has put it in shared memory, is added into
   // this head's float32 accumulator by one bulk reduction (the chunks in warpgroup order, a bulk group each), in
-  // turn with a turnstile; with dq_claims, once the block is zeroed.
+  // turn with a turnstile; with dq_claims, once the block is zeroed; with dq_done, counted once complete.
   // One dQ warp (bwd_kernel.h passes each dQ warp its index, 0 here).
   static constexpr int kdQWarps = 1;
   template <class SharedStorage>
@@ -274,12 +274,20 @@ struct BwdMainloop {
     constexpr int kBuffers = Traits::kdQStages;
     constexpr int kChunk = Traits::kdQChunkElems;
     bool const lane0 = cute::elect_one_sync();
-    wait_for_prior_grid();  // the preprocess has zeroed the dQ accumulator (with dq_claims, the unvisited blocks)
+    wait_for_prior_grid();  // the preprocess has zeroed the dQ accumulator (not with dq_claims)
     float* const dq_accum_head = bwd.dq_accum_ptr + seq.q_accum_head_row(bidh) * kHeadDim;
     QBlockWalk const walk = q_walk(bwd, range, n_block);
     int* const claims = bwd.dq_claims;  // null: the preprocess zeroed the accumulator
     auto claim_counter = [&](int i) { return dq_block_counter(claims, seq, bidh, walk[i]); };
     auto accum_block = [&](int i) { return dq_accum_head + int64_t(walk[i]) * Traits::kdQElems; };
+    // dq_done: deterministic, the turnstile counts each block's completed additions already; otherwise this warp
+    // counts step i's kBuffers steps after issuing them, when they have long completed, so that the wait for them
+    // never holds up the next reductions.
+    int* const done = bwd.dq_semaphore == nullptr ? bwd.dq_done : nullptr;
+    auto count_done = [&](int i) {
+      fence_proxy_async_global();  // the completed bulk writes (async proxy) before the release (generic)
+      release_add(dq_block_counter(done, seq, bidh, walk[i]), 1);
+    };
     int next_claim = 0;  // lane 0: what the claim of walk step i + 1 found
     if (claims != nullptr && walk.count > 0) {
       zero_if_first_claim(claim_dq_block(claim_counter(0)), claim_counter(0), accum_block(0));
@@ -316,11 +324,23 @@ struct BwdMainloop {
       }
       if (lane0 && counter != nullptr) {
         bulk_wait_complete();
+        fence_proxy_async_global();  // the postprocess reads them after the turnstile's count (dq_done)
         turnstile_release(counter);
+      }
+      if (lane0 && done != nullptr && i >= kBuffers) {
+        bulk_wait_complete<kBuffers * kWarpGroups>();  // step i - kBuffers's reductions
+        count_done(i - kBuffers);
       }
       __syncwarp();
     }
-    if (lane0) { tma_store_wait<0>(); }  // shared memory read before the CTA exits
+    if (lane0) {
+      if (done != nullptr) {
+        bulk_wait_complete();
+        for (int i = walk.count > kBuffers ? walk.count - kBuffers : 0; i < walk.count; ++i) { count_done(i); }
+      } else {
+        tma_store_wait<0>();  // shared memory read before the CTA exits
+      }
+    }
   }
 
   // Consumer warpgroups: accumulate the K/V block's dK (unscaled) and dV over its Q blocks.

@@ -118,15 +118,17 @@ CUTE_DEVICE void bulk_reduce_add_f32(float* gmem_dst, float const* smem_src, int
 #endif
 }
 
-// Waits until every bulk group of this thread has completed, its global writes included.
+// Waits until every bulk group of this thread but the kPending most recent has completed, its global writes
+// included.
+template <int kPending = 0>
 CUTE_DEVICE void bulk_wait_complete() {
 #if defined(CUTE_ARCH_TMA_SM90_ENABLED)
-  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+  asm volatile("cp.async.bulk.wait_group %0;\n" :: "n"(kPending) : "memory");
 #endif
 }
 
-// Orders this thread's generic-proxy view of global memory (what its acquire made visible) before its later
-// asynchronous (bulk) operations on it.
+// Orders this thread's generic-proxy view of global memory and its asynchronous (bulk) operations on it: what its
+// acquire made visible before its later bulk reductions, or its completed bulk writes before its later release.
 CUTE_DEVICE void fence_proxy_async_global() {
 #if defined(CUTE_ARCH_TMA_SM90_ENABLED)
   asm volatile("fence.proxy.async.global;\n" ::: "memory");
