@@ -316,14 +316,14 @@ import torch
 import flashcute
 causal, deterministic = sys.argv[1] == "causal", sys.argv[2] == "deterministic"
 g = torch.Generator(device="cuda").manual_seed(41)
-q, dout = (torch.randn(300, 4, 64, generator=g, device="cuda", dtype=torch.bfloat16) for _ in range(2))
-k, v = (torch.randn(1000, 2, 64, generator=g, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+q, dout = (torch.randn(300, 4, 128, generator=g, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+k, v = (torch.randn(1000, 2, 128, generator=g, device="cuda", dtype=torch.bfloat16) for _ in range(2))
 cu_q = torch.tensor([0, 100, 200, 300], device="cuda", dtype=torch.int32)
 cu_k = torch.tensor([0, 1000, 0, 1000], device="cuda", dtype=torch.int32)  # sequences 0 and 2 both take every key
 out, lse = torch.ops.flashcute.fwd_varlen(q, k, v, cu_q, cu_k, 100, 1000, None, causal, None, "sm90")
 # NaN in the blocks the gradients and dQ's accumulator (common/seqlen.h accum_rows_varlen: 693 rows) get next.
 poison = [torch.full(shape, math.nan, dtype=dtype, device="cuda") for shape, dtype in
-          ((q.shape, q.dtype), (k.shape, k.dtype), (v.shape, v.dtype), ((1, 4, 693 * 64), torch.float32))]
+          ((q.shape, q.dtype), (k.shape, k.dtype), (v.shape, v.dtype), ((1, 4, 693 * 128), torch.float32))]
 poison.clear()
 dq, dk, dv = torch.ops.flashcute.bwd_varlen(dout, q, k, v, out, lse, cu_q, cu_k, 100, 1000, None, causal, None,
                                             deterministic, "sm90")
@@ -340,9 +340,9 @@ def test_sequences_past_the_grid_finish(library, causal, deterministic):
     SM90 backward's grid (1000 / 128 + 3 per head), which then runs none of the last sequence's. The call must still
     finish (the dQ postprocess waits for each block's K/V blocks: none for those) and leave the queries no key block
     reaches a zero dQ (in a subprocess, so that a wait that never ends fails the test rather than hanging the run)."""
-    skip_unless_fwd_built(library, torch.bfloat16, 64, "sm90")
-    if not has_kernel("bwd", "sm90", torch.bfloat16, 64):
-        pytest.skip("the sm90 bf16 hdim 64 backward is not built")
+    skip_unless_fwd_built(library, torch.bfloat16, 128, "sm90")
+    if not has_kernel("bwd", "sm90", torch.bfloat16, 128):
+        pytest.skip("the sm90 bf16 hdim 128 backward is not built")
     import subprocess
     import sys
     try:

@@ -281,13 +281,10 @@ struct BwdMainloop {
     auto claim_counter = [&](int i) { return dq_block_counter(claims, seq, bidh, walk[i]); };
     auto accum_block = [&](int i) { return dq_accum_head + int64_t(walk[i]) * Traits::kdQElems; };
     // dq_done: deterministic, the turnstile counts each block's completed additions already; otherwise this warp
-    // counts step i's kBuffers steps after issuing them, when they have long completed, so that the wait for them
-    // never holds up the next reductions.
+    // counts the walk's blocks at its end, once all their reductions have completed. (Counted block by block, two
+    // blocks after their reductions were issued, with a release each, the kernel ran 1-11% slower:
+    // benchmarks/notes.md#d-sm90-bwd-dq-done.)
     int* const done = bwd.dq_semaphore == nullptr ? bwd.dq_done : nullptr;
-    auto count_done = [&](int i) {
-      fence_proxy_async_global();  // the completed bulk writes (async proxy) before the release (generic)
-      release_add(dq_block_counter(done, seq, bidh, walk[i]), 1);
-    };
     int next_claim = 0;  // lane 0: what the claim of walk step i + 1 found
     if (claims != nullptr && walk.count > 0) {
       zero_if_first_claim(claim_dq_block(claim_counter(0)), claim_counter(0), accum_block(0));
@@ -327,19 +324,20 @@ struct BwdMainloop {
         fence_proxy_async_global();  // the postprocess reads them after the turnstile's count (dq_done)
         turnstile_release(counter);
       }
-      if (lane0 && done != nullptr && i >= kBuffers) {
-        bulk_wait_complete<kBuffers * kWarpGroups>();  // step i - kBuffers's reductions
-        count_done(i - kBuffers);
-      }
       __syncwarp();
     }
+    if (done == nullptr) {
+      if (lane0) { tma_store_wait<0>(); }  // shared memory read before the CTA exits
+      return;
+    }
     if (lane0) {
-      if (done != nullptr) {
-        bulk_wait_complete();
-        for (int i = walk.count > kBuffers ? walk.count - kBuffers : 0; i < walk.count; ++i) { count_done(i); }
-      } else {
-        tma_store_wait<0>();  // shared memory read before the CTA exits
-      }
+      bulk_wait_complete();
+      fence_proxy_async_global();  // the completed bulk writes (async proxy) before the release (generic)
+    }
+    __syncwarp();
+    __threadfence();  // every lane's counts after them
+    for (int i = cutlass::canonical_lane_idx(); i < walk.count; i += cutlass::NumThreadsPerWarp) {
+      atomicAdd(dq_block_counter(done, seq, bidh, walk[i]), 1);
     }
   }
 

@@ -118,12 +118,10 @@ CUTE_DEVICE void bulk_reduce_add_f32(float* gmem_dst, float const* smem_src, int
 #endif
 }
 
-// Waits until every bulk group of this thread but the kPending most recent has completed, its global writes
-// included.
-template <int kPending = 0>
+// Waits until every bulk group of this thread has completed, its global writes included.
 CUTE_DEVICE void bulk_wait_complete() {
 #if defined(CUTE_ARCH_TMA_SM90_ENABLED)
-  asm volatile("cp.async.bulk.wait_group %0;\n" :: "n"(kPending) : "memory");
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 #endif
 }
 
