@@ -60,7 +60,12 @@ void launch_bwd(BwdParams const& params, cudaStream_t stream) {
   }
   auto const kernel = varlen ? kVarlenKernel : kFixedKernel;
   dim3 const kernel_grid = varlen ? dim3(kv_grid.x * kv_grid.y) : kv_grid;  // can_run bounds the product
-  launch_after_prior_grid_starts(kernel, kernel_grid, dim3(Traits::kNumThreads), kSmemBytes, stream, kernel_params);
+  // A kernel that did not launch counts no dq_done, and a dQ postprocess waiting for it would wait forever: its
+  // error is left for the caller's check (cudaGetLastError) instead.
+  if (launch_after_prior_grid_starts(kernel, kernel_grid, dim3(Traits::kNumThreads), kSmemBytes, stream,
+                                     kernel_params) != cudaSuccess) {
+    return;
+  }
 
   constexpr bool kAfterPriorGridStarts = true;
   sm80::launch_postprocess<PrePost, sm80::Grad::kDQ>(params, q_grid, stream, kAfterPriorGridStarts);
