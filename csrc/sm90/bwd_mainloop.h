@@ -281,9 +281,8 @@ struct BwdMainloop {
     auto claim_counter = [&](int i) { return dq_block_counter(claims, seq, bidh, walk[i]); };
     auto accum_block = [&](int i) { return dq_accum_head + int64_t(walk[i]) * Traits::kdQElems; };
     // dq_done: deterministic, the turnstile counts each block's completed additions already; otherwise this warp
-    // counts the walk's blocks at its end, once all their reductions have completed. (Counted block by block, two
-    // blocks after their reductions were issued, with a release each, the kernel ran 1-11% slower:
-    // benchmarks/notes.md#d-sm90-bwd-dq-done.)
+    // counts the walk's blocks at its end, once all their reductions have completed (counted block by block, with a
+    // release just after the next block's reductions, the kernel was slower: benchmarks/notes.md#d-sm90-bwd-dq-done).
     int* const done = bwd.dq_semaphore == nullptr ? bwd.dq_done : nullptr;
     int next_claim = 0;  // lane 0: what the claim of walk step i + 1 found
     if (claims != nullptr && walk.count > 0) {
