@@ -83,7 +83,8 @@ struct BwdKernel {
   // The caller allocates lse_log2_ptr for kernels of this arch (flash_api.cpp).
   static bool can_run(BwdParams const& params, char* why, int why_size) {
     bool const varlen = params.cu_seqlens_q != nullptr;
-    int64_t const varlen_ctas = (int64_t(params.total_k) / Traits::kBlockN + params.batch) * params.heads_q;
+    int64_t const varlen_ctas =
+        int64_t(packed_grid_blocks(params.total_k, Traits::kBlockN, params.batch)) * params.heads_q;
     if (varlen && varlen_ctas > int64_t(INT32_MAX)) {  // the packed batch's 1-D grid (launch_bwd)
       snprintf(why, why_size, "a packed batch needs (total_k / %d + batch) x heads_q <= 2^31 - 1 CTAs, got %lld",
                Traits::kBlockN, static_cast<long long>(varlen_ctas));
