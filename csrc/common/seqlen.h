@@ -154,7 +154,7 @@ struct SeqInfoOf : std::conditional_t<kReadOnce, SequenceRowsHeld, NoSequenceRow
     return varlen() ? k_start() / kBwdSemaphoreRows + batch
                     : int64_t(batch) * params.heads_kv * semaphores_for(params.seqlen_k);
   }
-  // Q block m_block's (kBlockM rows) semaphore of head `head`.
+  // The semaphore of Q block m_block (block_rows rows) of head `head`.
   __host__ __device__ int64_t q_block_semaphore(int head, int m_block, int block_rows) const {
     return q_semaphore_offset() + int64_t(head) * q_semaphores() + int64_t(m_block) * (block_rows / kBwdSemaphoreRows);
   }

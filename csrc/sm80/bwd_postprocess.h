@@ -75,13 +75,13 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_postprocess_kernel(__gr
   // into is zero; with dq_done its accumulator is not read then (the preprocess may still be zeroing it).
   typename Of::TiledMma tiled_mma;
   Tensor acc = partition_fragment_C(tiled_mma, typename Of::AccShape{});  // (MMA, MMA_M, MMA_D)
-  int const adding = per_block ? kv_blocks_adding_dq<Traits::kBlockM, Traits::kBlockN>(params, seq, block) : 1;
-  if (per_block && adding > 0) {
+  int const adding = per_block ? kv_blocks_adding_dq<Traits::kBlockM, Traits::kBlockN>(params, seq, block) : 0;
+  if (adding > 0) {
     int const* const done = params.dq_done + seq.q_block_semaphore(bidh, block, kBlockRows);
     if (tidx == 0) { spin_until_at_least(done, adding, /*backoff_ns=*/256); }
     __syncthreads();
   }
-  if (adding > 0) {
+  if (!per_block || adding > 0) {
     Tensor tAgA = accum_block<kBlockRows, Traits::kHeadDim, Traits::kNThreads, Of::kAccumGroupThreads, Of::kAccumVec>(
         accum, accum_rows, block)(tidx, _);  // (elements)
     CUTE_STATIC_ASSERT_V(size(acc) == size(tAgA));

@@ -209,7 +209,7 @@ struct BwdMainloop {
   // (rotated_walk_turn: a block waits for the higher blocks of its group, which must be resident); with causal,
   // decreasing n_block, since block n starts at the diagonal and a higher n_block reaches a given Q block sooner
   // (in n_block order, each would wait for all the lower ones' longer walks).
-  // Q block m_block's counter of head bidh in `counters` (dq_semaphore or dq_claims; null if they are).
+  // Q block m_block's counter of head bidh in `counters` (dq_semaphore, dq_claims or dq_done; null if they are).
   CUTLASS_DEVICE static int* dq_block_counter(int* counters, SeqInfo const& seq, int bidh, int m_block) {
     return counters == nullptr ? nullptr : counters + seq.q_block_semaphore(bidh, m_block, kBlockM);
   }
