@@ -4,11 +4,14 @@ so the run-to-run noise (A against A) is measured beside the difference (B again
 
     python benchmarks/bench_ab.py --a /path/to/old/checkout --b . [--rounds 2] [--backends sm90,sm80]
     python benchmarks/bench_ab.py --a /path/to/old/checkout --op bwd --backends sm90 --dtypes bf16 --head-dims 64,128
+    python benchmarks/bench_ab.py --a /path/to/old/checkout --op varlen-bwd --backends auto --dtypes bf16 --head-dims 128
 
 Shapes: the FlashAttention-paper grid of bench_fwd.py (batch * seqlen = 16k, hidden 2048, head dims 64/128/256,
-seqlen 512-16k, causal and not, bf16 and fp16), narrowed by --dtypes and --head-dims. Times: triton.testing.do_bench
-medians of flash_attn_func (--op fwd) or of torch.ops.flashcute.bwd on a forward computed once (--op bwd, the
-default mode). Prints a table and the geometric means, and writes JSON and markdown to benchmarks/results/ (or --out).
+seqlen 512-16k, causal and not, bf16 and fp16), or for the varlen ops bench_varlen.py's two packed mixes
+(varlen_mixes.py) at those head dims, causal and not; narrowed by --dtypes and --head-dims. Times:
+triton.testing.do_bench medians of flash_attn_func (--op fwd), torch.ops.flashcute.fwd_varlen (--op varlen-fwd), or
+torch.ops.flashcute.bwd / bwd_varlen on a forward computed once (--op bwd / varlen-bwd, the default mode). Prints a
+table and the geometric means, and writes JSON and markdown to benchmarks/results/ (or --out).
 """
 
 import argparse
@@ -20,27 +23,43 @@ import subprocess
 import sys
 from pathlib import Path
 
+from varlen_mixes import mixes
+
 REPO = Path(__file__).resolve().parents[1]
 SHAPES = [(dtype, d, s, causal) for dtype in ("bf16", "fp16") for d in (64, 128, 256)
           for s in (512, 1024, 2048, 4096, 8192, 16384) for causal in (False, True)]
+OPS = ("fwd", "bwd", "varlen-fwd", "varlen-bwd")
 
-# Runs inside one checkout's process: times every (backend, shape) of one op, prints one JSON line.
+# Runs inside one checkout's process: times every (backend, shape) of one op, prints one JSON line. A shape is
+# (dtype, head dim, seqlen or mix name, causal); mixes maps a mix name to its sequences' lengths.
 TIMER = r"""
 import json, sys, torch, triton
 sys.path.insert(0, sys.argv[1])
 import flashcute
-shapes, backends, op = json.loads(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4]
+shapes, backends, op, mixes = (json.loads(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4],
+                               json.loads(sys.argv[5]))
 dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
 times = {}
 for dtype, d, s, causal in shapes:
-    b, h = 16384 // s, 2048 // d
-    q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", dtype=dtypes[dtype]) for _ in range(4))
+    h = 2048 // d
+    if op.startswith("varlen"):
+        lengths = mixes[s]
+        cu = torch.tensor([0] + lengths, device="cuda", dtype=torch.int32).cumsum(0, dtype=torch.int32)
+        q, k, v, dout = (torch.randn(sum(lengths), h, d, device="cuda", dtype=dtypes[dtype]) for _ in range(4))
+        seqlens = (cu, cu, max(lengths), max(lengths), None, causal)
+    else:
+        q, k, v, dout = (torch.randn(16384 // s, s, h, d, device="cuda", dtype=dtypes[dtype]) for _ in range(4))
     for backend in backends:
         if op == "fwd":
             fn = lambda: flashcute.flash_attn_func(q, k, v, causal=causal, backend=backend)
-        else:
+        elif op == "bwd":
             out, lse = torch.ops.flashcute.fwd(q, k, v, None, causal, False, backend)
             fn = lambda: torch.ops.flashcute.bwd(dout, q, k, v, out, lse, None, causal, False, False, backend)
+        elif op == "varlen-fwd":
+            fn = lambda: torch.ops.flashcute.fwd_varlen(q, k, v, *seqlens, None, backend)
+        else:
+            out, lse = torch.ops.flashcute.fwd_varlen(q, k, v, *seqlens, None, backend)
+            fn = lambda: torch.ops.flashcute.bwd_varlen(dout, q, k, v, out, lse, *seqlens, None, False, backend)
         times[f"{backend} {dtype} {d} {s} {causal}"] = triton.testing.do_bench(fn, warmup=25, rep=100,
                                                                                return_mode="median")
 print("TIMES " + json.dumps(times))
@@ -48,8 +67,8 @@ print("TIMES " + json.dumps(times))
 
 
 def time_checkout(path, shapes, backends, op):
-    result = subprocess.run([sys.executable, "-c", TIMER, str(path), json.dumps(shapes), json.dumps(backends), op],
-                            capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-c", TIMER, str(path), json.dumps(shapes), json.dumps(backends), op,
+                             json.dumps(mixes())], capture_output=True, text=True)
     if result.returncode != 0:
         sys.exit(f"timing {path} failed:\n{result.stderr[-3000:]}")
     line = next(line for line in result.stdout.splitlines() if line.startswith("TIMES "))
@@ -66,14 +85,18 @@ def main():
     parser.add_argument("--b", default=str(REPO), help="the checkout under test (after)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--backends", default="sm90,sm80")
-    parser.add_argument("--op", choices=("fwd", "bwd"), default="fwd")
+    parser.add_argument("--op", choices=OPS, default="fwd")
     parser.add_argument("--dtypes", default="bf16,fp16")
     parser.add_argument("--head-dims", default="64,128,256")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
     args = parser.parse_args()
     backends = args.backends.split(",")
     dtypes, head_dims = args.dtypes.split(","), [int(d) for d in args.head_dims.split(",")]
-    shapes = [shape for shape in SHAPES if shape[0] in dtypes and shape[1] in head_dims]
+    if args.op.startswith("varlen"):
+        shapes = [(dtype, d, mix, causal) for dtype in dtypes for d in head_dims for mix in mixes()
+                  for causal in (False, True)]
+    else:
+        shapes = [shape for shape in SHAPES if shape[0] in dtypes and shape[1] in head_dims]
     runs = {"a": [], "b": []}
     for r in range(args.rounds):
         for side in ("a", "b"):
@@ -92,10 +115,13 @@ def main():
         ratios[key.split()[0]].append(ratio)
         noise[key.split()[0]].append(spread)
         rows.append((key, min(a), min(b), ratio, spread))
-    op_name = {"fwd": "forward", "bwd": "backward (the op on a forward computed once)"}[args.op]
+    op_name = {"fwd": "forward", "bwd": "backward (the op on a forward computed once)",
+               "varlen-fwd": "packed-batch forward (varlen_mixes.py)",
+               "varlen-bwd": "packed-batch backward (varlen_mixes.py; the op on a forward computed once)"}[args.op]
+    shape_name = "mix" if args.op.startswith("varlen") else "seqlen"
     lines = [f"# flashcute A/B {op_name}, {device}, {datetime.datetime.now():%Y-%m-%d %H:%M}",
              f"A = {args.a}, B = {args.b}, {args.rounds} rounds each, alternating; best of rounds per shape.", "",
-             "| backend dtype d seqlen causal | A ms | B ms | A/B (>1: B faster) | A spread (max/min) |",
+             f"| backend dtype d {shape_name} causal | A ms | B ms | A/B (>1: B faster) | A spread (max/min) |",
              "|---|---|---|---|---|"]
     lines += [f"| {k} | {a:.4f} | {b:.4f} | {r:.3f} | {n:.3f} |" for k, a, b, r, n in rows]
     lines.append("")

@@ -3,8 +3,8 @@
     python benchmarks/bench_varlen.py [--dtypes bf16] [--head-dims 128] [--backend auto] [--peers fa4] [--rounds N]
                                       [--out DIR]
 
-Two mixes, hidden 2048: "uniform", 64 sequences of lengths uniform in [128, 4096] (seed 0), and "skewed", one
-16k sequence and 64 of 256. FLOPs are counted per sequence (4 * s_q * s_k * d * heads, halved for causal; x2.5
+The two mixes of varlen_mixes.py ("uniform", 64 sequences of 128-4096 tokens; "skewed", one of 16k and 64 of
+256), hidden 2048. FLOPs are counted per sequence (4 * s_q * s_k * d * heads, halved for causal; x2.5
 for the backward). The fixed-length reference runs the same kernel on a batch of equal sequences with the same
 FLOPs: seqlen the root mean square of the mix's lengths, batch total tokens / seqlen. Forward and backward (the
 backward timed as the op alone); flashcute's varlen and fixed-length ops run on the same --backend (auto: sm90 on
@@ -21,12 +21,7 @@ import torch
 from _common import (DTYPES, HIDDEN, RESULTS, csv, first_line, fmt, git_commit, measure, run_meta, versions,
                      write_results)
 import flashcute  # noqa: E402  (after _common, which puts this checkout first on sys.path)
-
-
-def mixes():
-    generator = torch.Generator().manual_seed(0)
-    uniform = torch.randint(128, 4097, (64,), generator=generator).tolist()
-    return {"uniform": uniform, "skewed": [16384] + [256] * 64}
+from varlen_mixes import mixes  # noqa: E402
 
 
 def flops(lengths, head_dim, heads, causal):
