@@ -355,6 +355,42 @@ def test_sequences_past_the_grid_finish(library, causal, deterministic):
     assert r.stdout.split()[-2:] == ["True", "True"], r.stdout
 
 
+DECREASING_CU_SEQLENS = """
+import sys
+import torch
+import flashcute
+backend, causal = sys.argv[1], sys.argv[2] == "causal"
+g = torch.Generator(device="cuda").manual_seed(43)
+q, k, v, dout = (torch.randn(400, heads, 128, generator=g, device="cuda", dtype=torch.bfloat16)
+                 for heads in (4, 2, 2, 4))
+cu = torch.tensor([0, 300, 100, 400], device="cuda", dtype=torch.int32)  # sequence 2 starts inside sequence 0
+out, lse = torch.ops.flashcute.fwd_varlen(q, k, v, cu, cu, 300, 300, None, causal, None, backend)
+torch.ops.flashcute.bwd_varlen(dout, q, k, v, out, lse, cu, cu, 300, 300, None, causal, None, True, backend)
+torch.cuda.synchronize()
+print("finished")
+"""
+
+
+@needs_cuda
+@pytest.mark.parametrize("backend", ["sm80", "sm90"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_deterministic_overlapping_sequences_finish(library, backend, causal):
+    """Decreasing cu_seqlens, which no sync can check: sequence 2's rows start inside sequence 0's, so in
+    deterministic mode blocks of both share turnstile counters (dQ's, and GQA's dK / dV's), each sequence with its
+    own turns 0, 1, ... The call must finish (in a subprocess, so that a wait that never ends fails the test rather
+    than hanging the run); its rows are not checked."""
+    skip_unless_built(torch.bfloat16, 128, backend)
+    import subprocess
+    import sys
+    try:
+        r = subprocess.run([sys.executable, "-c", DECREASING_CU_SEQLENS, backend, "causal" if causal else "full"],
+                           capture_output=True, text=True, timeout=180)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the deterministic backward of overlapping sequences did not finish in 180 s")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split()[-1:] == ["finished"], r.stdout
+
+
 @needs_cuda
 def test_inputs_are_not_modified(library):
     skip_unless_built(torch.bfloat16, 64)

@@ -308,7 +308,7 @@ struct BwdMainloop {
         __syncwarp();
       }
       int* const counter = dq_block_counter(bwd.dq_semaphore, seq, bidh, m_block);
-      if (lane0 && counter != nullptr) { turnstile_spin(counter, dq_turn(bwd, seq, m_block, n_block)); }
+      if (lane0 && counter != nullptr) { spin_until_at_least(counter, dq_turn(bwd, seq, m_block, n_block)); }
       for (int wg = 0; wg < kWarpGroups; ++wg) {
         NamedBarrier::sync(kThreads, uint32_t(BwdNamedBarrierId::kdQFullFirst) + wg);
         if (lane0) {

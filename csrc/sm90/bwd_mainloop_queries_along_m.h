@@ -84,7 +84,7 @@ struct BwdMainloopQueriesAlongM : BwdMainloop<Traits, kCausal> {
     for (int i = stage; i < walk.count; i += Traits::kStages) {
       int const m_block = walk[i];
       int* const counter = Base::dq_block_counter(bwd.dq_semaphore, seq, bidh, m_block);
-      if (lane0) { turnstile_spin(counter, Base::dq_turn(bwd, seq, m_block, n_block)); }
+      if (lane0) { spin_until_at_least(counter, Base::dq_turn(bwd, seq, m_block, n_block)); }
       shared.barrier_dq_full[stage].wait((i / Traits::kStages) % 2);
       if (lane0) {
         CUTLASS_PRAGMA_UNROLL
