@@ -1,0 +1,166 @@
+"""Where the SM90 backward's cycles go: Nsight Compute's cycles, pipe use, instruction mix and per-instruction warp-stall
+samples of one backward kernel launch, flashcute's beside FlashAttention-4's, on one shape.
+
+    python benchmarks/ncu_bwd_stalls.py                          # flashcute and FA4, bf16 hdim 128 non-causal 2 x 8k
+    python benchmarks/ncu_bwd_stalls.py --impls flashcute --seqlen 16384 --batch 1 --causal
+
+Needs a Hopper GPU whose machine lets ncu read the counters (not under gVisor), ncu on PATH (or NCU=...), and for
+"fa4" the flash-attn-4 wheel (`from flash_attn.cute import flash_attn_func`). Each implementation runs in its own
+process under ncu (`--clock-control none`): the forward once, the backward twice; the second launch of the main
+backward kernel is profiled (flashcute's `bwd_kernel`, FA4's `FlashAttentionBackwardSm90`), with the SourceCounters
+section for the stall samples. Prints a markdown summary and writes it to --out (default benchmarks/results/); the
+reports (.ncu-rep), details pages and SASS source pages (.csv, a few MB each) go to --reports (default a new folder in
+the temporary directory).
+"""
+
+import argparse
+import csv
+import datetime
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+KERNELS = {"flashcute": "bwd_kernel", "fa4": "BackwardSm90"}  # ncu --kernel-name regexes of the main kernels
+SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "SchedulerStats", "WarpStateStats", "InstructionStats",
+            "ComputeWorkloadAnalysis", "MemoryWorkloadAnalysis", "SourceCounters")
+# (label, the line of ncu's details page that starts with it)
+DETAILS = (("SM clock (GHz)", "SM Frequency"), ("elapsed cycles", "Elapsed Cycles"), ("duration (ms)", "Duration"),
+           ("issue slots busy (%)", "Issue Slots Busy"), ("executed instructions", "Executed Instructions"),
+           ("L2 throughput (%)", "L2 Cache Throughput"), ("L1/TEX throughput (%)", "L1/TEX Cache Throughput"),
+           ("no eligible warp (%)", "No Eligible"), ("local-memory spill requests", "Local Memory Spilling Requests"),
+           ("dynamic shared memory (KB)", "Dynamic Shared Memory Per Block"))
+
+
+def run_backward(impl, args):
+    """The profiled process: the forward once, the backward twice."""
+    import torch
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
+    q, k, v, dout = (torch.randn(args.batch, args.seqlen, args.heads, args.head_dim, device="cuda", dtype=dtype)
+                     for _ in range(4))
+    if impl == "flashcute":
+        import flashcute  # noqa: F401
+        out, lse = torch.ops.flashcute.fwd(q, k, v, None, args.causal, False, "sm90")
+        for _ in range(2):
+            torch.ops.flashcute.bwd(dout, q, k, v, out, lse, None, args.causal, False, False, "sm90")
+    else:
+        from flash_attn.cute import flash_attn_func
+        leaves = [t.requires_grad_() for t in (q, k, v)]
+        out, _ = flash_attn_func(*leaves, causal=args.causal)
+        for _ in range(2):
+            torch.autograd.grad(out, leaves, dout, retain_graph=True)
+    torch.cuda.synchronize()
+
+
+def profile(impl, args, folder):
+    """ncu report, details page and SASS source page of impl's second main backward launch."""
+    ncu = os.environ.get("NCU", "ncu")
+    report = folder / f"ncu_{impl}"
+    shape = ["--dtype", args.dtype, "--batch", str(args.batch), "--seqlen", str(args.seqlen), "--heads",
+             str(args.heads), "--head-dim", str(args.head_dim)] + (["--causal"] if args.causal else [])
+    command = [ncu, "--clock-control", "none", "--kernel-name", f"regex:{KERNELS[impl]}", "--launch-skip", "1",
+               "--launch-count", "1", *[a for s in SECTIONS for a in ("--section", s)], "-o", str(report), "-f",
+               sys.executable, __file__, "--run", impl, *shape]
+    subprocess.run(command, check=True)
+    details = subprocess.run([ncu, "--import", f"{report}.ncu-rep", "--page", "details"], check=True,
+                             capture_output=True, text=True).stdout
+    source = subprocess.run([ncu, "--import", f"{report}.ncu-rep", "--page", "source", "--csv", "--print-source",
+                             "sass"], check=True, capture_output=True, text=True).stdout
+    (folder / f"ncu_{impl}_details.txt").write_text(details)
+    (folder / f"ncu_{impl}_sass.csv").write_text(source)
+    return details, source
+
+
+def _number(text):
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return 0.0
+
+
+def summarize(details, source):
+    """(details figures, stall-reason shares, executed instructions by opcode) of one kernel."""
+    figures = {}
+    for line in details.splitlines():
+        for label, start in DETAILS:
+            if line.strip().startswith(start) and label not in figures:
+                figures[label] = line.split()[-1]
+    rows = list(csv.reader(source.splitlines()))
+    header, data = rows[1], rows[2:]
+    column = {name: i for i, name in enumerate(header)}
+    samples, executed = column["Warp Stall Sampling (All Samples)"], column["Instructions Executed"]
+    total = sum(_number(r[samples]) for r in data) or 1.0
+    reasons = [h for h in header if h.startswith("stall_") and "Not Issued" not in h]
+    stalls = {h[len("stall_"):]: sum(_number(r[column[h]]) for r in data) / total for h in reasons}
+    stalls["(no named reason)"] = 1.0 - sum(stalls.values())
+    mix = Counter()
+    for r in data:
+        words = r[1].split()
+        if words:
+            mix[(words[1] if words[0].startswith("@") else words[0]).split(".")[0]] += _number(r[executed])
+    return figures, stalls, mix
+
+
+def markdown(impls, summaries, title):
+    lines = [title, "", "| | " + " | ".join(impls) + " |", "|---|" + "---|" * len(impls)]
+    for label, _ in DETAILS:
+        lines.append(f"| {label} | " + " | ".join(s[0].get(label, "") for s in summaries) + " |")
+    lines += ["", "Warp-stall samples (every warp of the CTA), share of all samples:", "",
+              "| reason | " + " | ".join(impls) + " |", "|---|" + "---|" * len(impls)]
+    first = summaries[0][1]
+    for reason in sorted(first, key=lambda r: -first[r])[:11]:
+        lines.append(f"| {reason} | " + " | ".join(f"{s[1].get(reason, 0):.1%}" for s in summaries) + " |")
+    lines += ["", "Executed warp instructions by opcode (millions):", "",
+              "| opcode | " + " | ".join(impls) + " |", "|---|" + "---|" * len(impls)]
+    for opcode, _ in sum((s[2] for s in summaries), Counter()).most_common(18):
+        lines.append(f"| {opcode} | " + " | ".join(f"{s[2][opcode] / 1e6:.0f}" for s in summaries) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--impls", default="flashcute,fa4", help="comma-separated: flashcute, fa4")
+    parser.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
+    parser.add_argument("--batch", type=int, default=2)
+    parser.add_argument("--seqlen", type=int, default=8192)
+    parser.add_argument("--heads", type=int, default=16)
+    parser.add_argument("--head-dim", type=int, default=128)
+    parser.add_argument("--causal", action="store_true")
+    parser.add_argument("--out", default=str(RESULTS), help="folder for the markdown summary")
+    parser.add_argument("--reports", default=None, help="folder for the ncu reports (default: a new temporary one)")
+    parser.add_argument("--run", choices=tuple(KERNELS), help=argparse.SUPPRESS)  # the profiled process
+    args = parser.parse_args()
+    if args.run:
+        run_backward(args.run, args)
+        return
+    impls = [i for i in args.impls.split(",") if i]
+    unknown = [i for i in impls if i not in KERNELS]
+    if unknown:
+        parser.error(f"--impls: unknown {unknown}; expected some of {list(KERNELS)}")
+    if shutil.which(os.environ.get("NCU", "ncu")) is None:
+        sys.exit("ncu not found: put Nsight Compute on PATH or set NCU=/path/to/ncu")
+    import torch
+    if not torch.cuda.is_available():
+        sys.exit("needs a CUDA GPU")
+    device = torch.cuda.get_device_name().replace(" ", "-")
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H%M")
+    name = f"bwd_{stamp}_{device}_ncu-{'-'.join(impls)}"
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    folder = Path(args.reports) if args.reports else Path(tempfile.mkdtemp(prefix="flashcute-ncu-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    summaries = [summarize(*profile(impl, args, folder)) for impl in impls]
+    shape = (f"{args.dtype}, hdim {args.head_dim}, {'causal' if args.causal else 'non-causal'}, batch {args.batch} x "
+             f"{args.seqlen}, {args.heads} heads")
+    text = markdown(impls, summaries, f"# SM90 backward under ncu, {torch.cuda.get_device_name()}, {stamp}\n\n"
+                                      f"{shape}; `{' '.join(sys.argv)}`; reports in {folder}")
+    (out / f"{name}.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
