@@ -19,7 +19,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference import attention_grads_ref  # noqa: E402
-from test_fwd import poison_next_allocations  # noqa: E402
+from test_fwd import make_qkv, poison_next_allocations  # noqa: E402
+from test_varlen import cu_seqlens, make_packed, reference  # noqa: E402
 
 import flashcute  # noqa: E402
 
@@ -52,10 +53,8 @@ def check(name, grads, ref):
 
 def run_fixed(backend, head_dim, case):
     b, sq, sk, hq, hkv, causal, deterministic = case
-    gen = torch.Generator(device="cuda").manual_seed(sq * 31 + sk)
-    q = torch.randn(b, sq, hq, head_dim, device="cuda", dtype=DTYPE, generator=gen)
-    k, v = (torch.randn(b, sk, hkv, head_dim, device="cuda", dtype=DTYPE, generator=gen) for _ in range(2))
-    dout = torch.randn(b, sq, hq, head_dim, device="cuda", dtype=DTYPE, generator=gen)
+    q, k, v = make_qkv(b, sq, sk, hq, hkv, head_dim, DTYPE, "contiguous", seed=sq * 31 + sk)
+    dout = torch.randn_like(q)
     out, lse = torch.ops.flashcute.fwd(q, k, v, None, causal, False, backend)
     poison_next_allocations(*((t.shape, t.dtype) for t in (q, k, v)))
     grads = torch.ops.flashcute.bwd(dout, q, k, v, out, lse, None, causal, False, deterministic, backend)
@@ -66,27 +65,14 @@ def run_fixed(backend, head_dim, case):
 
 def run_packed(backend, head_dim, case):
     lens_q, lens_k, hq, hkv, causal, deterministic = case
-    gen = torch.Generator(device="cuda").manual_seed(sum(lens_q) + 7)
-    q = torch.randn(sum(lens_q), hq, head_dim, device="cuda", dtype=DTYPE, generator=gen)
-    k, v = (torch.randn(sum(lens_k), hkv, head_dim, device="cuda", dtype=DTYPE, generator=gen) for _ in range(2))
+    q, k, v = make_packed(lens_q, lens_k, hq, hkv, head_dim, DTYPE, "contiguous", seed=sum(lens_q) + 7)
     dout = torch.randn_like(q)
-
-    def cu(lengths):
-        return torch.tensor([0] + lengths, device="cuda", dtype=torch.int32).cumsum(0, dtype=torch.int32)
-
-    cu_q, cu_k = cu(lens_q), cu(lens_k)
-    seqlens = (cu_q, cu_k, max(lens_q), max(lens_k), None, causal)
+    seqlens = (cu_seqlens(lens_q), cu_seqlens(lens_k), max(lens_q), max(lens_k), None, causal)
     out, lse = torch.ops.flashcute.fwd_varlen(q, k, v, *seqlens, None, backend)
     poison_next_allocations(*((t.shape, t.dtype) for t in (q, k, v)))
     grads = torch.ops.flashcute.bwd_varlen(dout, q, k, v, out, lse, *seqlens, None, deterministic, backend)
     torch.cuda.synchronize()
-    refs = []
-    for i in range(len(lens_q)):
-        rq, rk = slice(cu_q[i].item(), cu_q[i + 1].item()), slice(cu_k[i].item(), cu_k[i + 1].item())
-        seq_grads = attention_grads_ref(q[rq][None], k[rk][None], v[rk][None], dout[rq][None], causal=causal)
-        refs.append([g[0] for g in seq_grads])
-    ref = [torch.cat([r[j] for r in refs]) for j in range(3)]
-    check(f"{backend} d{head_dim} packed {case}", grads, ref)
+    check(f"{backend} d{head_dim} packed {case}", grads, reference(q, k, v, dout, lens_q, lens_k, causal)[True][2])
 
 
 def main():
