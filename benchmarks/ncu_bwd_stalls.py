@@ -8,14 +8,13 @@ Needs a Hopper GPU whose machine lets ncu read the counters (not under gVisor), 
 "fa4" the flash-attn-4 wheel (`from flash_attn.cute import flash_attn_func`). Each implementation runs in its own
 process under ncu (`--clock-control none`): the forward once, the backward twice; the second launch of the main
 backward kernel is profiled (flashcute's `bwd_kernel`, FA4's `FlashAttentionBackwardSm90`), with the SourceCounters
-section for the stall samples. Prints a markdown summary and writes it to --out (default benchmarks/results/); the
-reports (.ncu-rep), details pages and SASS source pages (.csv, a few MB each) go to --reports (default a new folder in
+section for the stall samples. Prints a markdown summary and writes it with the figures as JSON to --out (default
+benchmarks/results/, named by date and device, with the commit); the reports (.ncu-rep), details pages and SASS source pages (.csv, a few MB each) go to --reports (default a new folder in
 the temporary directory).
 """
 
 import argparse
 import csv
-import datetime
 import os
 import shutil
 import subprocess
@@ -24,7 +23,10 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
+import torch
+
+from _common import RESULTS, git_commit, run_meta, versions, write_results
+
 KERNELS = {"flashcute": "bwd_kernel", "fa4": "BackwardSm90"}  # ncu --kernel-name regexes of the main kernels
 SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "SchedulerStats", "WarpStateStats", "InstructionStats",
             "ComputeWorkloadAnalysis", "MemoryWorkloadAnalysis", "SourceCounters")
@@ -38,12 +40,10 @@ DETAILS = (("SM clock (GHz)", "SM Frequency"), ("elapsed cycles", "Elapsed Cycle
 
 def run_backward(impl, args):
     """The profiled process: the forward once, the backward twice."""
-    import torch
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
     q, k, v, dout = (torch.randn(args.batch, args.seqlen, args.heads, args.head_dim, device="cuda", dtype=dtype)
                      for _ in range(4))
     if impl == "flashcute":
-        import flashcute  # noqa: F401
         out, lse = torch.ops.flashcute.fwd(q, k, v, None, args.causal, False, "sm90")
         for _ in range(2):
             torch.ops.flashcute.bwd(dout, q, k, v, out, lse, None, args.causal, False, False, "sm90")
@@ -105,8 +105,8 @@ def summarize(details, source):
     return figures, stalls, mix
 
 
-def markdown(impls, summaries, title):
-    lines = [title, "", "| | " + " | ".join(impls) + " |", "|---|" + "---|" * len(impls)]
+def markdown(impls, summaries):
+    lines = ["| | " + " | ".join(impls) + " |", "|---|" + "---|" * len(impls)]
     for label, _ in DETAILS:
         lines.append(f"| {label} | " + " | ".join(s[0].get(label, "") for s in summaries) + " |")
     lines += ["", "Warp-stall samples (every warp of the CTA), share of all samples:", "",
@@ -130,7 +130,7 @@ def main():
     parser.add_argument("--heads", type=int, default=16)
     parser.add_argument("--head-dim", type=int, default=128)
     parser.add_argument("--causal", action="store_true")
-    parser.add_argument("--out", default=str(RESULTS), help="folder for the markdown summary")
+    parser.add_argument("--out", default=str(RESULTS), help="folder for the markdown and JSON results")
     parser.add_argument("--reports", default=None, help="folder for the ncu reports (default: a new temporary one)")
     parser.add_argument("--run", choices=tuple(KERNELS), help=argparse.SUPPRESS)  # the profiled process
     args = parser.parse_args()
@@ -143,22 +143,20 @@ def main():
         parser.error(f"--impls: unknown {unknown}; expected some of {list(KERNELS)}")
     if shutil.which(os.environ.get("NCU", "ncu")) is None:
         sys.exit("ncu not found: put Nsight Compute on PATH or set NCU=/path/to/ncu")
-    import torch
     if not torch.cuda.is_available():
         sys.exit("needs a CUDA GPU")
-    device = torch.cuda.get_device_name().replace(" ", "-")
-    stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H%M")
-    name = f"bwd_{stamp}_{device}_ncu-{'-'.join(impls)}"
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     folder = Path(args.reports) if args.reports else Path(tempfile.mkdtemp(prefix="flashcute-ncu-"))
     folder.mkdir(parents=True, exist_ok=True)
     summaries = [summarize(*profile(impl, args, folder)) for impl in impls]
+    commit = git_commit()
     shape = (f"{args.dtype}, hdim {args.head_dim}, {'causal' if args.causal else 'non-causal'}, batch {args.batch} x "
              f"{args.seqlen}, {args.heads} heads")
-    text = markdown(impls, summaries, f"# SM90 backward under ncu, {torch.cuda.get_device_name()}, {stamp}\n\n"
-                                      f"{shape}; `{' '.join(sys.argv)}`; reports in {folder}")
-    (out / f"{name}.md").write_text(text)
+    text = (f"{versions(commit)}. {shape}; `{' '.join(sys.argv)}`; reports in {folder}\n\n"
+            + markdown(impls, summaries))
+    rows = [{"impl": impl, "figures": figures, "stalls": stalls, "instructions": dict(mix.most_common(40))}
+            for impl, (figures, stalls, mix) in zip(impls, summaries)]
+    write_results(args.out, f"bwd_ncu-{'-'.join(impls)}", "SM90 backward under ncu",
+                  run_meta(torch.cuda.get_device_name(), commit), rows, text)
     print(text)
 
 
