@@ -48,6 +48,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_postprocess_kernel(__gr
   using Element = typename Traits::Element;
   using Of = PostprocessOf<Traits, kGrad>;
   constexpr int kBlockRows = Of::kBlockRows;
+  static_assert(kBlockRows % (Traits::kNThreads / Traits::kGmemThreadsPerRow) == 0, "the copy's passes tile the block");
   extern __shared__ __align__(128) char smem[];
   auto const [bidb, block] = row_block_of_cta(Of::kIsDQ ? params.q_block_table : params.kv_block_table);
   int const bidh = blockIdx.y;  // a query head for dQ, a key/value head for dK and dV

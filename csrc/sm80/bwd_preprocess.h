@@ -21,6 +21,7 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_preprocess_kernel(__gri
   using Element = typename Traits::Element;
   constexpr int kBlockM = Traits::kBlockM;
   using TileShape = Shape<Int<kBlockM>, Int<Traits::kHeadDim>>;
+  static_assert(kBlockM % (Traits::kNThreads / Traits::kGmemThreadsPerRow) == 0, "the copy's passes tile the block");
   auto const [bidb, m_block] = row_block_of_cta(params.q_block_table);
   int const bidh = blockIdx.y;
   int const tidx = threadIdx.x;
