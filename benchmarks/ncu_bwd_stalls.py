@@ -82,6 +82,15 @@ def _number(text):
         return 0.0
 
 
+def _source_table(source):
+    """ncu's SASS source page: (column index by name, instruction rows, all warp-stall samples)."""
+    rows = list(csv.reader(source.splitlines()))
+    header, data = rows[1], rows[2:]
+    column = {name: i for i, name in enumerate(header)}
+    total = sum(_number(r[column["Warp Stall Sampling (All Samples)"]]) for r in data) or 1.0
+    return column, data, total
+
+
 def summarize(details, source):
     """(details figures, stall-reason shares, executed instructions by opcode) of one kernel."""
     figures = {}
@@ -89,20 +98,41 @@ def summarize(details, source):
         for label, start in DETAILS:
             if line.strip().startswith(start) and label not in figures:
                 figures[label] = line.split()[-1]
-    rows = list(csv.reader(source.splitlines()))
-    header, data = rows[1], rows[2:]
-    column = {name: i for i, name in enumerate(header)}
-    samples, executed = column["Warp Stall Sampling (All Samples)"], column["Instructions Executed"]
-    total = sum(_number(r[samples]) for r in data) or 1.0
-    reasons = [h for h in header if h.startswith("stall_") and "Not Issued" not in h]
+    column, data, total = _source_table(source)
+    reasons = [h for h in column if h.startswith("stall_") and "Not Issued" not in h]
     stalls = {h[len("stall_"):]: sum(_number(r[column[h]]) for r in data) / total for h in reasons}
     stalls["(no named reason)"] = 1.0 - sum(stalls.values())
     mix = Counter()
+    executed = column["Instructions Executed"]
     for r in data:
         words = r[1].split()
         if words:
             mix[(words[1] if words[0].startswith("@") else words[0]).split(".")[0]] += _number(r[executed])
     return figures, stalls, mix
+
+
+def top_stalled(source, reason, count):
+    """The `count` instructions with the most `reason` samples: (address, SASS, share of all samples). The stalled
+    instruction is the one waiting; what it waits on (a scoreboard's producer) is read in the saved SASS page."""
+    column, data, total = _source_table(source)
+    key = column.get(f"stall_{reason}")
+    if key is None:
+        return None  # no such reason on this page
+    ranked = sorted(data, key=lambda r: -_number(r[key]))[:count]
+    return [(r[0], r[1], _number(r[key]) / total) for r in ranked if _number(r[key]) > 0]
+
+
+def markdown_top(impls, tops):
+    lines = []
+    for impl, by_reason in zip(impls, tops):
+        for reason, top in by_reason.items():
+            if top is None:
+                lines += ["", f"{impl}: ncu's source page has no stall_{reason} column."]
+                continue
+            lines += ["", f"{impl}: the instructions with the most {reason} samples (share of all samples):", "",
+                      "| address | SASS | share |", "|---|---|---|"]
+            lines += [f"| {address} | `{sass.strip()}` | {share:.2%} |" for address, sass, share in top]
+    return "\n".join(lines) + "\n"
 
 
 def markdown(impls, summaries):
@@ -130,6 +160,10 @@ def main():
     parser.add_argument("--heads", type=int, default=16)
     parser.add_argument("--head-dim", type=int, default=128)
     parser.add_argument("--causal", action="store_true")
+    parser.add_argument("--top-stalls", default="short_sb",
+                        help="comma-separated stall reasons (as in the summary, e.g. short_sb,long_sb) whose most "
+                             "stalled instructions are listed per implementation")
+    parser.add_argument("--top-count", type=int, default=12)
     parser.add_argument("--out", default=str(RESULTS), help="folder for the markdown and JSON results")
     parser.add_argument("--reports", default=None, help="folder for the ncu reports (default: a new temporary one)")
     parser.add_argument("--run", choices=tuple(KERNELS), help=argparse.SUPPRESS)  # the profiled process
@@ -147,14 +181,18 @@ def main():
         sys.exit("needs a CUDA GPU")
     folder = Path(args.reports) if args.reports else Path(tempfile.mkdtemp(prefix="flashcute-ncu-"))
     folder.mkdir(parents=True, exist_ok=True)
-    summaries = [summarize(*profile(impl, args, folder)) for impl in impls]
+    pages = [profile(impl, args, folder) for impl in impls]
+    summaries = [summarize(*page) for page in pages]
+    reasons = [r for r in args.top_stalls.split(",") if r]
+    tops = [{r: top_stalled(source, r, args.top_count) for r in reasons} for _, source in pages]
     commit = git_commit()
     shape = (f"{args.dtype}, hdim {args.head_dim}, {'causal' if args.causal else 'non-causal'}, batch {args.batch} x "
              f"{args.seqlen}, {args.heads} heads")
     text = (f"{versions(commit)}. {shape}; `{' '.join(sys.argv)}`; reports in {folder}\n\n"
-            + markdown(impls, summaries))
-    rows = [{"impl": impl, "figures": figures, "stalls": stalls, "instructions": dict(mix.most_common(40))}
-            for impl, (figures, stalls, mix) in zip(impls, summaries)]
+            + markdown(impls, summaries) + markdown_top(impls, tops))
+    rows = [{"impl": impl, "figures": figures, "stalls": stalls, "instructions": dict(mix.most_common(40)),
+             "top_stalled": top}
+            for impl, (figures, stalls, mix), top in zip(impls, summaries, tops)]
     write_results(args.out, f"bwd_ncu-{'-'.join(impls)}", "SM90 backward under ncu",
                   run_meta(torch.cuda.get_device_name(), commit), rows, text)
     print(text)
