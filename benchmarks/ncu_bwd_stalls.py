@@ -9,8 +9,8 @@ Needs a Hopper GPU whose machine lets ncu read the counters (not under gVisor), 
 process under ncu (`--clock-control none`): the forward once, the backward twice; the second launch of the main
 backward kernel is profiled (flashcute's `bwd_kernel`, FA4's `FlashAttentionBackwardSm90`), with the SourceCounters
 section for the stall samples. Prints a markdown summary and writes it with the figures as JSON to --out (default
-benchmarks/results/, named by date and device, with the commit); the reports (.ncu-rep), details pages and SASS source pages (.csv, a few MB each) go to --reports (default a new folder in
-the temporary directory).
+benchmarks/results/, named by date and device, with the commit); the reports (.ncu-rep), details pages and SASS
+source pages (.csv, a few MB each) go to --reports (default a new folder in the temporary directory).
 """
 
 import argparse
