@@ -8,7 +8,9 @@ Needs a Hopper GPU whose machine lets ncu read the counters (not under gVisor), 
 "fa4" the flash-attn-4 wheel (`from flash_attn.cute import flash_attn_func`). Each implementation runs in its own
 process under ncu (`--clock-control none`): the forward once, the backward twice; the second launch of the main
 backward kernel is profiled (flashcute's `bwd_kernel`, FA4's `FlashAttentionBackwardSm90`), with the SourceCounters
-section for the stall samples. Prints a markdown summary and writes it with the figures as JSON to --out (default
+section for the stall samples. The consumers' step is then cut into phases at its gemms (`loop_phases`: the wait
+before each gemm, and its issue), each phase in one warp's cycles per step, the implementations side by side: where
+one's step is longer. Prints a markdown summary and writes it with the figures as JSON to --out (default
 benchmarks/results/, named by date and device, with the commit); the reports (.ncu-rep), details pages and SASS
 source pages (.csv, a few MB each) go to --reports (default a new folder in the temporary directory).
 """
@@ -35,7 +37,8 @@ DETAILS = (("SM clock (GHz)", "SM Frequency"), ("elapsed cycles", "Elapsed Cycle
            ("issue slots busy (%)", "Issue Slots Busy"), ("executed instructions", "Executed Instructions"),
            ("L2 throughput (%)", "L2 Cache Throughput"), ("L1/TEX throughput (%)", "L1/TEX Cache Throughput"),
            ("no eligible warp (%)", "No Eligible"), ("local-memory spill requests", "Local Memory Spilling Requests"),
-           ("dynamic shared memory (KB)", "Dynamic Shared Memory Per Block"))
+           ("dynamic shared memory (KB)", "Dynamic Shared Memory Per Block"),
+           ("achieved active warps per SM", "Achieved Active Warps Per SM"), ("SMs", "# SMs"))
 
 
 def run_backward(impl, args):
@@ -122,6 +125,79 @@ def top_stalled(source, reason, count):
     return [(r[0], r[1], _number(r[key]) / total) for r in ranked if _number(r[key]) > 0]
 
 
+def _branch_target(sass):
+    """The target address of a branch (`@!P0  BRA 0x7f..`), or None."""
+    words = sass.replace(",", " ").split()
+    if words and words[0].startswith("@"):
+        words = words[1:]
+    if len(words) >= 2 and words[0].startswith("BRA") and words[-1].startswith("0x"):
+        return int(words[-1], 16)
+    return None
+
+
+def loop_phases(source):
+    """The consumers' step, phase by phase: the loop is the backward branch executed most often whose body holds
+    HGMMAs; its body is cut at each gemm (a run of HGMMAs up to the one that commits the batch, `gsb0`) into the
+    stretch before the gemm and the gemm's issue. -> ([(phase, samples per iteration, instructions per iteration)],
+    iterations summed over the warps), or None if no such loop."""
+    column, data, _ = _source_table(source)
+    rows = [(int(r[0], 16), r[1].strip(), _number(r[column["Warp Stall Sampling (All Samples)"]]),
+             _number(r[column["Instructions Executed"]])) for r in data if r[0].startswith("0x")]
+    best = None
+    for address, sass, _, executed in rows:
+        target = _branch_target(sass)
+        if target is None or target > address or executed == 0:
+            continue
+        body = [r for r in rows if target <= r[0] <= address]
+        if any("HGMMA" in r[1] for r in body) and (best is None or executed > best[0]):
+            best = (executed, body)
+    if best is None:
+        return None
+    iterations, body = best
+    phases, start, gemm = [], 0, 0
+    for i, (_, sass, _, _) in enumerate(body):
+        if "HGMMA" not in sass:
+            continue
+        if not any("HGMMA" in r[1] for r in body[start:i]):  # a gemm's first HGMMA
+            phases.append((f"before gemm {gemm + 1}", body[start:i]))
+            start = i
+        if "gsb0" in sass:  # its last
+            gemm += 1
+            shape = sass.split()[0].split(".")[1]  # HGMMA.64x64x16.F32.BF16
+            count = sum("HGMMA" in r[1] for r in body[start:i + 1])
+            phases.append((f"gemm {gemm} ({shape} x {count})", body[start:i + 1]))
+            start = i + 1
+    phases.append((f"after gemm {gemm}", body[start:]))
+    return [(name, sum(r[2] for r in part) / iterations, sum(r[3] for r in part) / iterations)
+            for name, part in phases], iterations
+
+
+def warp_cycles_per_sample(figures, source):
+    """Warp cycles one stall sample stands for: elapsed cycles x achieved active warps per SM x SMs / samples."""
+    samples = _source_table(source)[2]
+    return (_number(figures.get("elapsed cycles", "0")) * _number(figures.get("achieved active warps per SM", "0"))
+            * _number(figures.get("SMs", "0")) / samples)
+
+
+def markdown_phases(impls, phases, cycles_per_sample):
+    """The phase table of loop_phases, the implementations side by side (phases matched by position), in warp
+    cycles per step (samples per iteration x warp_cycles_per_sample)."""
+    found = [(impl, p, c) for impl, p, c in zip(impls, phases, cycles_per_sample) if p is not None]
+    if not found:
+        return "\nNo consumer loop (a backward branch around HGMMAs) found on the source pages.\n"
+    lines = ["", "The consumers' step by phase (the hottest loop around the HGMMAs, cut at each gemm): one warp's "
+             "cycles per step, from its stall samples, and its executed instructions:", ""]
+    lines.append("| phase | " + " | ".join(f"{impl} cycles | {impl} instructions" for impl, _, _ in found) + " |")
+    lines.append("|---|" + "---|---|" * len(found))
+    for k in range(max(len(p[0]) for _, p, _ in found)):
+        name = next((p[0][k][0] for _, p, _ in found if k < len(p[0])), "")
+        cells = [f"{p[0][k][1] * c:.0f} | {p[0][k][2]:.0f}" if k < len(p[0]) else " | " for _, p, c in found]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines.append("| whole step | " + " | ".join(f"{sum(x[1] for x in p[0]) * c:.0f} | {sum(x[2] for x in p[0]):.0f}"
+                                            for _, p, c in found) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown_top(impls, tops):
     lines = []
     for impl, by_reason in zip(impls, tops):
@@ -185,14 +261,17 @@ def main():
     summaries = [summarize(*page) for page in pages]
     reasons = [r for r in args.top_stalls.split(",") if r]
     tops = [{r: top_stalled(source, r, args.top_count) for r in reasons} for _, source in pages]
+    phases = [loop_phases(source) for _, source in pages]
+    cycles_per_sample = [warp_cycles_per_sample(f, source) for (_, source), (f, _, _) in zip(pages, summaries)]
     commit = git_commit()
     shape = (f"{args.dtype}, hdim {args.head_dim}, {'causal' if args.causal else 'non-causal'}, batch {args.batch} x "
              f"{args.seqlen}, {args.heads} heads")
     text = (f"{versions(commit)}. {shape}; `{' '.join(sys.argv)}`; reports in {folder}\n\n"
-            + markdown(impls, summaries) + markdown_top(impls, tops))
+            + markdown(impls, summaries) + markdown_phases(impls, phases, cycles_per_sample)
+            + markdown_top(impls, tops))
     rows = [{"impl": impl, "figures": figures, "stalls": stalls, "instructions": dict(mix.most_common(40)),
-             "top_stalled": top}
-            for impl, (figures, stalls, mix), top in zip(impls, summaries, tops)]
+             "top_stalled": top, "step_phases": phase and {"iterations": phase[1], "phases": phase[0]}}
+            for impl, (figures, stalls, mix), top, phase in zip(impls, summaries, tops, phases)]
     write_results(args.out, f"bwd_ncu-{'-'.join(impls)}", "SM90 backward under ncu",
                   run_meta(torch.cuda.get_device_name(), commit), rows, text)
     print(text)
