@@ -1,8 +1,10 @@
 """A/B check of flashcute's forward or backward between two checkouts, in one run on one GPU: did a change make any
 shape slower? Each checkout is timed in its own process (each loads its own extension), alternating A, B, A, B, ...,
-so the run-to-run noise (A against A) is measured beside the difference (B against A).
+so the run-to-run noise (A against A) is measured beside the difference (B against A). Several B checkouts
+(comma-separated) are each timed in every round, A, B1, B2, ..., and each compared with A.
 
     python benchmarks/bench_ab.py --a /path/to/old/checkout --b . [--rounds 2] [--backends sm90,sm80]
+    python benchmarks/bench_ab.py --a /path/to/main --b /path/to/probe1,/path/to/probe2 --op bwd --head-dims 128
     python benchmarks/bench_ab.py --a /path/to/old/checkout --op bwd --backends sm90 --dtypes bf16 --head-dims 64,128
     python benchmarks/bench_ab.py --a /path/to/old/checkout --op varlen-bwd --backends auto --dtypes bf16 --head-dims 128
 
@@ -82,7 +84,7 @@ def geomean(values):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--a", required=True, help="the reference checkout (before)")
-    parser.add_argument("--b", default=str(REPO), help="the checkout under test (after)")
+    parser.add_argument("--b", default=str(REPO), help="the checkout(s) under test (after), comma-separated")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--backends", default="sm90,sm80")
     parser.add_argument("--op", choices=OPS, default="fwd")
@@ -97,46 +99,57 @@ def main():
                   for causal in (False, True)]
     else:
         shapes = [shape for shape in SHAPES if shape[0] in dtypes and shape[1] in head_dims]
-    runs = {"a": [], "b": []}
+    checkouts = {"a": args.a}
+    bs = [b for b in args.b.split(",") if b]
+    names = ["b"] if len(bs) == 1 else [f"b{i + 1}" for i in range(len(bs))]
+    checkouts.update(zip(names, bs))
+    runs = {side: [] for side in checkouts}
     for r in range(args.rounds):
-        for side in ("a", "b"):
-            runs[side].append(time_checkout(getattr(args, side), shapes, backends, args.op))
+        for side, path in checkouts.items():
+            runs[side].append(time_checkout(path, shapes, backends, args.op))
             print(f"round {r + 1}: {side} timed", flush=True)
 
     import torch
 
     device = torch.cuda.get_device_name()
-    rows, ratios, noise = [], {bk: [] for bk in backends}, {bk: [] for bk in backends}
+    rows = []
+    ratios = {(name, bk): [] for name in names for bk in backends}
+    noise = {bk: [] for bk in backends}
     for key in runs["a"][0]:
         a = [run[key] for run in runs["a"]]
-        b = [run[key] for run in runs["b"]]
-        ratio = min(a) / min(b)  # > 1: B faster
-        spread = max(a) / min(a)  # A against A
-        ratios[key.split()[0]].append(ratio)
-        noise[key.split()[0]].append(spread)
-        rows.append((key, min(a), min(b), ratio, spread))
+        bests = [min(run[key] for run in runs[name]) for name in names]
+        for name, b in zip(names, bests):
+            ratios[name, key.split()[0]].append(min(a) / b)  # > 1: B faster
+        noise[key.split()[0]].append(max(a) / min(a))  # A against A
+        rows.append((key, min(a), bests, max(a) / min(a)))
     op_name = {"fwd": "forward", "bwd": "backward (the op on a forward computed once)",
                "varlen-fwd": "packed-batch forward (varlen_mixes.py)",
                "varlen-bwd": "packed-batch backward (varlen_mixes.py; the op on a forward computed once)"}[args.op]
     shape_name = "mix" if args.op.startswith("varlen") else "seqlen"
+    labels = [name.upper() for name in names]
     lines = [f"# flashcute A/B {op_name}, {device}, {datetime.datetime.now():%Y-%m-%d %H:%M}",
-             f"A = {args.a}, B = {args.b}, {args.rounds} rounds each, alternating; best of rounds per shape.", "",
-             f"| backend dtype d {shape_name} causal | A ms | B ms | A/B (>1: B faster) | A spread (max/min) |",
-             "|---|---|---|---|---|"]
-    lines += [f"| {k} | {a:.4f} | {b:.4f} | {r:.3f} | {n:.3f} |" for k, a, b, r, n in rows]
+             f"A = {args.a}, " + ", ".join(f"{label} = {path}" for label, path in zip(labels, bs))
+             + f", {args.rounds} rounds each, alternating; best of rounds per shape.", "",
+             f"| backend dtype d {shape_name} causal | A ms | "
+             + " | ".join(f"{label} ms | A/{label} (>1: {label} faster)" for label in labels)
+             + " | A spread (max/min) |",
+             "|---|---|" + "---|---|" * len(labels) + "---|"]
+    lines += [f"| {k} | {a:.4f} | " + " | ".join(f"{b:.4f} | {a / b:.3f}" for b in bests) + f" | {n:.3f} |"
+              for k, a, bests, n in rows]
     lines.append("")
     for bk in backends:
-        rs = ratios[bk]
-        lines.append(f"**{bk}**: A/B geomean {geomean(rs):.4f} (min {min(rs):.3f}, max {max(rs):.3f}) over {len(rs)} "
-                     f"shapes; A's own round-to-round spread: median {sorted(noise[bk])[len(rs) // 2]:.3f}, "
-                     f"max {max(noise[bk]):.3f}")
+        for name, label in zip(names, labels):
+            rs = ratios[name, bk]
+            lines.append(f"**{bk}**: A/{label} geomean {geomean(rs):.4f} (min {min(rs):.3f}, max {max(rs):.3f}) over "
+                         f"{len(rs)} shapes; A's own round-to-round spread: median "
+                         f"{sorted(noise[bk])[len(rs) // 2]:.3f}, max {max(noise[bk]):.3f}")
     text = "\n".join(lines)
     print(text)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = f"{args.op}_ab_{datetime.datetime.now():%Y-%m-%d_%H%M}_{device.replace(' ', '-')}"
     (out / f"{stem}.md").write_text(text + "\n")
-    (out / f"{stem}.json").write_text(json.dumps({"device": device, "a": args.a, "b": args.b, "runs": runs}, indent=1))
+    (out / f"{stem}.json").write_text(json.dumps({"device": device, **checkouts, "runs": runs}, indent=1))
 
 
 if __name__ == "__main__":

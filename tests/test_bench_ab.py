@@ -1,0 +1,45 @@
+"""benchmarks/bench_ab.py's report, with the timing processes replaced by fixed times (no GPU needed): one B, or
+several B checkouts each compared with A."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+bench_ab = pytest.importorskip("bench_ab")
+
+
+def run(monkeypatch, tmp_path, bs, times):
+    """bench_ab.main() on bf16 hdim 128 bwd, where checkout path p takes times[p] ms at every shape."""
+    monkeypatch.setattr(bench_ab, "time_checkout",
+                        lambda path, shapes, backends, op: {f"{bk} {dt} {d} {s} {c}": times[path]
+                                                            for dt, d, s, c in shapes for bk in backends})
+    import torch
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Fake GPU")
+    monkeypatch.setattr(sys, "argv", ["bench_ab.py", "--a", "A0", "--b", bs, "--op", "bwd", "--backends", "sm90",
+                                      "--dtypes", "bf16", "--head-dims", "128", "--rounds", "2",
+                                      "--out", str(tmp_path)])
+    bench_ab.main()
+    (md,) = tmp_path.glob("*.md")
+    (js,) = tmp_path.glob("*.json")
+    return md.read_text(), json.loads(js.read_text())
+
+
+def test_one_b(monkeypatch, tmp_path):
+    text, data = run(monkeypatch, tmp_path, "B0", {"A0": 2.0, "B0": 1.0})
+    assert "| A ms | B ms | A/B (>1: B faster) | A spread (max/min) |" in text
+    assert "| sm90 bf16 128 8192 False | 2.0000 | 1.0000 | 2.000 | 1.000 |" in text
+    assert "**sm90**: A/B geomean 2.0000" in text
+    assert data["a"] == "A0" and data["b"] == "B0" and len(data["runs"]["b"]) == 2
+
+
+def test_several_bs_each_against_a(monkeypatch, tmp_path):
+    text, data = run(monkeypatch, tmp_path, "P1,P2,P3", {"A0": 2.0, "P1": 1.0, "P2": 2.0, "P3": 4.0})
+    assert "B1 = P1, B2 = P2, B3 = P3" in text
+    assert "| sm90 bf16 128 512 True | 2.0000 | 1.0000 | 2.000 | 2.0000 | 1.000 | 4.0000 | 0.500 | 1.000 |" in text
+    for label, ratio in (("B1", "2.0000"), ("B2", "1.0000"), ("B3", "0.5000")):
+        assert f"**sm90**: A/{label} geomean {ratio} (min" in text
+    assert [data[k] for k in ("a", "b1", "b2", "b3")] == ["A0", "P1", "P2", "P3"]
+    assert all(len(data["runs"][k]) == 2 for k in ("a", "b1", "b2", "b3"))
