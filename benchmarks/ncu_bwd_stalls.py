@@ -271,7 +271,8 @@ def main():
             + markdown_top(impls, tops))
     rows = [{"impl": impl, "figures": figures, "stalls": stalls, "instructions": dict(mix.most_common(40)),
              "top_stalled": top,
-             "step_phases": phase and {"iterations": phase[1], "warp_cycles_per_sample": per_sample, "phases": phase[0]}}
+             "step_phases": phase and {"iterations": phase[1], "warp_cycles_per_sample": per_sample,
+                                       "phases": phase[0]}}
             for impl, (figures, stalls, mix), top, phase, per_sample
             in zip(impls, summaries, tops, phases, cycles_per_sample)]
     write_results(args.out, f"bwd_ncu-{'-'.join(impls)}", "SM90 backward under ncu",
