@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-ncu_bwd_stalls = pytest.importorskip("ncu_bwd_stalls")
+import ncu_bwd_stalls  # noqa: E402
 
 BASE = 0x7F0000001000
 
