@@ -284,46 +284,65 @@ struct BwdMainloop {
     // counts the walk's blocks at its end, once all their reductions have completed (counted block by block, with a
     // release just after the next block's reductions, the kernel was slower: benchmarks/notes.md#d-sm90-bwd-dq-done).
     int* const done = bwd.dq_semaphore == nullptr ? bwd.dq_done : nullptr;
-    int next_claim = 0;  // lane 0: what the claim of walk step i + 1 found
-    if (claims != nullptr && walk.count > 0) {
-      zero_if_first_claim(claim_dq_block(claim_counter(0)), claim_counter(0), accum_block(0));
-      if (walk.count > 1) { next_claim = claim_dq_block(claim_counter(1)); }
-    }
-    for (int i = 0; i < walk.count; ++i) {
-      int const m_block = walk[i];
-      int const buffer = i % kBuffers;
-      // Warpgroup w's chunk of this buffer is free once block m - kBuffers's reduction of it has read it: of the
-      // bulk groups committed since, kBuffers * kWarpGroups - 1 - w may still be reading.
-      for_each(make_int_sequence<kWarpGroups>{}, [&](auto wg) {
-        if (lane0) { tma_store_wait<kBuffers * kWarpGroups - 1 - decltype(wg)::value>(); }
-        __syncwarp();
-        NamedBarrier::arrive(kThreads, uint32_t(BwdNamedBarrierId::kdQEmptyFirst) + wg);
-      });
-      if (claims != nullptr) {  // while the consumers compute this block's dQ
-        if (i + 1 < walk.count) {
-          zero_if_first_claim(next_claim, claim_counter(i + 1), accum_block(i + 1));
-          if (i + 2 < walk.count) { next_claim = claim_dq_block(claim_counter(i + 2)); }
-        }
-        if (lane0) { wait_dq_block_zeroed(claim_counter(i)); }
-        __syncwarp();
-      }
-      int* const counter = dq_block_counter(bwd.dq_semaphore, seq, bidh, m_block);
-      if (lane0 && counter != nullptr) { spin_until_at_least(counter, dq_turn(bwd, seq, m_block, n_block)); }
-      for (int wg = 0; wg < kWarpGroups; ++wg) {
-        NamedBarrier::sync(kThreads, uint32_t(BwdNamedBarrierId::kdQFullFirst) + wg);
-        if (lane0) {
-          bulk_reduce_add_f32(dq_accum_head + int64_t(m_block) * Traits::kdQElems + wg * kChunk,
-                              shared.smem_dq.data() + buffer * Traits::kdQElems + wg * kChunk, kChunk * sizeof(float),
-                              TMA::CacheHintSm90::EVICT_LAST);
-          tma_store_arrive();
+    // One loop per mode (claims or the turnstile, never both), so that each keeps only its own values in the dQ
+    // warp's registers: one loop for all three spilled (benchmarks/notes.md#d-sm90-bwd-dq-warp-modes).
+    auto reduce_blocks = [&](auto with_claims, auto with_turnstile) CUTLASS_LAMBDA_FUNC_INLINE {
+      constexpr bool kClaims = decltype(with_claims)::value;
+      constexpr bool kTurnstile = decltype(with_turnstile)::value;
+      int next_claim = 0;  // lane 0: what the claim of walk step i + 1 found
+      if constexpr (kClaims) {
+        if (walk.count > 0) {
+          zero_if_first_claim(claim_dq_block(claim_counter(0)), claim_counter(0), accum_block(0));
+          if (walk.count > 1) { next_claim = claim_dq_block(claim_counter(1)); }
         }
       }
-      if (lane0 && counter != nullptr) {
-        bulk_wait_complete();
-        fence_proxy_async_global();  // the postprocess reads them after the turnstile's count (dq_done)
-        turnstile_release(counter);
+      for (int i = 0; i < walk.count; ++i) {
+        int const m_block = walk[i];
+        int const buffer = i % kBuffers;
+        // Warpgroup w's chunk of this buffer is free once block m - kBuffers's reduction of it has read it: of the
+        // bulk groups committed since, kBuffers * kWarpGroups - 1 - w may still be reading.
+        for_each(make_int_sequence<kWarpGroups>{}, [&](auto wg) {
+          if (lane0) { tma_store_wait<kBuffers * kWarpGroups - 1 - decltype(wg)::value>(); }
+          __syncwarp();
+          NamedBarrier::arrive(kThreads, uint32_t(BwdNamedBarrierId::kdQEmptyFirst) + wg);
+        });
+        if constexpr (kClaims) {  // while the consumers compute this block's dQ
+          if (i + 1 < walk.count) {
+            zero_if_first_claim(next_claim, claim_counter(i + 1), accum_block(i + 1));
+            if (i + 2 < walk.count) { next_claim = claim_dq_block(claim_counter(i + 2)); }
+          }
+          if (lane0) { wait_dq_block_zeroed(claim_counter(i)); }
+          __syncwarp();
+        }
+        int* const counter = kTurnstile ? dq_block_counter(bwd.dq_semaphore, seq, bidh, m_block) : nullptr;
+        if constexpr (kTurnstile) {
+          if (lane0) { spin_until_at_least(counter, dq_turn(bwd, seq, m_block, n_block)); }
+        }
+        for (int wg = 0; wg < kWarpGroups; ++wg) {
+          NamedBarrier::sync(kThreads, uint32_t(BwdNamedBarrierId::kdQFullFirst) + wg);
+          if (lane0) {
+            bulk_reduce_add_f32(dq_accum_head + int64_t(m_block) * Traits::kdQElems + wg * kChunk,
+                                shared.smem_dq.data() + buffer * Traits::kdQElems + wg * kChunk,
+                                kChunk * sizeof(float), TMA::CacheHintSm90::EVICT_LAST);
+            tma_store_arrive();
+          }
+        }
+        if constexpr (kTurnstile) {
+          if (lane0) {
+            bulk_wait_complete();
+            fence_proxy_async_global();  // the postprocess reads them after the turnstile's count (dq_done)
+            turnstile_release(counter);
+          }
+        }
+        __syncwarp();
       }
-      __syncwarp();
+    };
+    if (claims != nullptr) {
+      reduce_blocks(cute::true_type{}, cute::false_type{});
+    } else if (bwd.dq_semaphore != nullptr) {
+      reduce_blocks(cute::false_type{}, cute::true_type{});
+    } else {
+      reduce_blocks(cute::false_type{}, cute::false_type{});
     }
     if (done == nullptr) {
       if (lane0) { tma_store_wait<0>(); }  // shared memory read before the CTA exits
