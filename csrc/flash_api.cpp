@@ -161,7 +161,7 @@ Kernel<Params> const& choose_kernel(Op op, char const* name, std::string const& 
   TORCH_CHECK(kernel != nullptr, "flashcute.", name, ": no ", arch_name(arch), " kernel for ", dtype_name(dtype),
               " with head_dim ", head_dim, " is in this build (built kernels: ", built_kernel_list<Params>(),
               "); flashcute/kernel_table.py lists the shipped kernels, and FLASHCUTE_DTYPES / FLASHCUTE_HDIMS / "
-              "FLASHCUTE_CUDA_ARCHS restrict a build");
+              "FLASHCUTE_KERNELS / FLASHCUTE_CUDA_ARCHS restrict a build");
   std::string const reason = cannot_run_reason(*kernel, params);
   TORCH_CHECK(reason.empty(), "flashcute.", name, ": backend '", arch_name(arch), "' cannot take these inputs: ",
               reason);

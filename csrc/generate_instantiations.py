@@ -1,7 +1,7 @@
 """Writes csrc/instantiations/ from flashcute/kernel_table.py, the one list of shipped kernels:
 
 - one translation unit per (op, arch, dtype, head dim), {op}_{arch}_{dtype}_hdim{d}.cu, so builds run in
-  parallel and can be restricted (FLASHCUTE_DTYPES / FLASHCUTE_HDIMS);
+  parallel and can be restricted (FLASHCUTE_DTYPES / FLASHCUTE_HDIMS / FLASHCUTE_KERNELS);
 - kernel_table.h: each row's tile configuration as the C++ the traits read, and X-macro lists of the rows
   for tools that walk every kernel (csrc/tools/print_kernel_layouts.cpp).
 

@@ -9,6 +9,7 @@ import argparse
 import sys
 
 import flashcute
+from flashcute import kernel_table
 
 
 def main(argv=None) -> int:
@@ -67,7 +68,13 @@ def check_and_time(torch) -> int:
     how = "built now" if library.built_now else "cached" if library.kind == "jit" else "installed"
     print(f"extension: {library.kind.upper()} ({how}) {library.path}, loaded in {library.load_seconds:.2f} s")
 
-    backends = ["sm80"] + (["sm90"] if "sm90" in library.config.kernel_archs and device.major == 9 else [])
+    config = library.config
+    backends = [arch for arch in ("sm80", "sm90")
+                if arch in config.kernel_archs and (arch == "sm80" or device.major == 9)
+                and kernel_table.family("fwd", arch) in config.families]
+    if not backends:
+        print(f"this build has no forward kernel for this GPU (FLASHCUTE_KERNELS={','.join(config.families)})")
+        return 1
     dtype = torch.bfloat16 if "bf16" in library.config.dtypes else torch.float16
     head_dim = 128 if 128 in library.config.head_dims else library.config.head_dims[-1]
     ok = True

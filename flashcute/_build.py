@@ -211,6 +211,11 @@ def selected_head_dims() -> tuple[int, ...]:
     return _env_choice("FLASHCUTE_HDIMS", ALL_HEAD_DIMS, int)
 
 
+def selected_kernel_families() -> tuple[str, ...]:
+    """FLASHCUTE_KERNELS (e.g. 'fwd_sm90,bwd_sm90') restricts the built kernel families (op_arch); default all."""
+    return _env_choice("FLASHCUTE_KERNELS", kernel_table.families(), str)
+
+
 @dataclasses.dataclass(frozen=True)
 class BuildConfig:
     """Everything that decides what the extension contains."""
@@ -218,6 +223,7 @@ class BuildConfig:
     archs: tuple[str, ...]
     dtypes: tuple[str, ...]
     head_dims: tuple[int, ...]
+    families: tuple[str, ...] = kernel_table.families()
 
     @property
     def kernel_archs(self) -> tuple[str, ...]:
@@ -226,19 +232,24 @@ class BuildConfig:
 
     def sources(self, csrc: Path | None = None) -> list[Path]:
         csrc = csrc or CSRC_DIR
-        units = kernel_table.translation_units(self.dtypes, self.head_dims, self.kernel_archs)
+        units = kernel_table.translation_units(self.dtypes, self.head_dims, self.kernel_archs, self.families)
         return [csrc / "flash_api.cpp"] + [csrc / "instantiations" / kernel_table.unit_filename(*u) for u in units]
 
     def as_dict(self) -> dict:
-        return {"archs": list(self.archs), "dtypes": list(self.dtypes), "head_dims": list(self.head_dims)}
+        return {"archs": list(self.archs), "dtypes": list(self.dtypes), "head_dims": list(self.head_dims),
+                "kernels": list(self.families)}
 
 
 def current_config() -> BuildConfig:
-    return BuildConfig(tuple(target_archs()), selected_dtypes(), selected_head_dims())
+    return BuildConfig(tuple(target_archs()), selected_dtypes(), selected_head_dims(), selected_kernel_families())
 
 
 def require_sources(config: BuildConfig) -> list[Path]:
     sources = config.sources()
+    if len(sources) == 1:  # flash_api.cpp alone
+        raise FlashcuteUnavailable(
+            f"FLASHCUTE_KERNELS={','.join(config.families)} selects no kernel for the target architectures "
+            f"{';'.join(config.archs)} (the sm90 families need 9.0a)")
     missing = [str(p) for p in sources if not p.is_file()]
     if missing:
         raise FlashcuteUnavailable(
@@ -337,7 +348,7 @@ def load_library() -> LoadedLibrary:
 
 def _matching_aot_library() -> tuple[Path, BuildConfig, float | None] | None:
     """The installed flashcute._C when it was built for this torch, this CUDA and the visible GPUs, holds the
-    kernels asked for (FLASHCUTE_DTYPES/HDIMS, default all) and, in a checkout, matches the sources."""
+    kernels asked for (FLASHCUTE_DTYPES/HDIMS/KERNELS, default all) and, in a checkout, matches the sources."""
     spec = importlib.util.find_spec(AOT_MODULE_NAME)
     if spec is None or spec.origin is None:
         return None
@@ -347,7 +358,8 @@ def _matching_aot_library() -> tuple[Path, BuildConfig, float | None] | None:
 
     try:
         info = json.loads(info_file.read_text())
-        config = BuildConfig(tuple(info["archs"]), tuple(info["dtypes"]), tuple(info["head_dims"]))
+        config = BuildConfig(tuple(info["archs"]), tuple(info["dtypes"]), tuple(info["head_dims"]),
+                             tuple(info.get("kernels", kernel_table.families())))
     except (OSError, ValueError, KeyError):
         _note(f"ignoring {path}: its build record {info_file} is missing or unreadable")
         return None
@@ -360,8 +372,10 @@ def _matching_aot_library() -> tuple[Path, BuildConfig, float | None] | None:
         cc = torch.cuda.get_device_capability(i)
         if not any(arch_runs_on(arch, *cc) for arch in config.archs):
             reasons.append(f"built for {';'.join(config.archs)}, GPU {i} is sm_{cc[0]}{cc[1]}")
-    if not set(selected_dtypes()) <= set(config.dtypes) or not set(selected_head_dims()) <= set(config.head_dims):
-        reasons.append(f"it holds dtypes {','.join(config.dtypes)} and head dims {','.join(map(str, config.head_dims))}")
+    if (not set(selected_dtypes()) <= set(config.dtypes) or not set(selected_head_dims()) <= set(config.head_dims)
+            or not set(selected_kernel_families()) <= set(config.families)):
+        reasons.append(f"it holds dtypes {','.join(config.dtypes)}, head dims {','.join(map(str, config.head_dims))} "
+                       f"and kernels {','.join(config.families)}")
     if CSRC_DIR.is_dir() and info.get("sources_hash"):
         present = [p for p in config.sources() if p.is_file()]
         if sources_hash(present) != info["sources_hash"]:
@@ -445,7 +459,8 @@ def _compile(config: BuildConfig, sources: list[Path], cutlass_include: Path, bu
     kernels = len(sources) - 1
     _note(
         f"compiling the CUDA extension: {kernels} kernel files + flash_api.cpp for {';'.join(config.archs)} "
-        f"(dtypes {','.join(config.dtypes)}, head dims {','.join(map(str, config.head_dims))}), "
+        f"(dtypes {','.join(config.dtypes)}, head dims {','.join(map(str, config.head_dims))}"
+        f"{'' if config.families == kernel_table.families() else ', kernels ' + ','.join(config.families)}), "
         f"{jobs} parallel jobs (MAX_JOBS), into {build_dir}. The first build takes minutes; later loads are cached."
     )
     verbose = os.environ.get("FLASHCUTE_VERBOSE_BUILD", "") not in ("", "0")

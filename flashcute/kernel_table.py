@@ -5,7 +5,7 @@ This table is the one source of truth for which kernels exist. Its readers:
 - ``csrc/generate_instantiations.py`` writes one ``.cu`` per (op, arch, dtype, head dim) and
   ``csrc/instantiations/kernel_table.h`` (the C++ tile configurations the traits read);
 - ``flashcute._build`` (JIT) and ``setup.py`` (AOT) compile those files, restricted by FLASHCUTE_DTYPES /
-  FLASHCUTE_HDIMS;
+  FLASHCUTE_HDIMS / FLASHCUTE_KERNELS;
 - ``flashcute.kernel_configs`` and ``flashcute.explain`` rebuild each kernel's layouts from it;
 - the tests (``tests/test_kernel_table.py`` checks the generated C++ is current; ``tests/test_kernel_layouts.py``
   compares the layouts with the C++ traits).
@@ -226,10 +226,22 @@ def find(op: str, arch: str, head_dim: int, variant: str) -> Kernel:
     raise ValueError(f"no {op} {arch} kernel for head_dim {head_dim}, variant {variant!r}; the table has: {have}")
 
 
-def translation_units(dtypes=DTYPES, head_dims_=None, archs=ARCHS) -> list[tuple[str, str, str, int]]:
-    """(op, arch, dtype, head_dim) of every generated .cu file, restricted to the given dtypes/head dims/archs."""
+def family(op: str, arch: str) -> str:
+    """A kernel family's name, as FLASHCUTE_KERNELS and the built kernels' names spell it: "bwd_sm90"."""
+    return f"{op}_{arch}"
+
+
+def families() -> tuple[str, ...]:
+    """Every (op, arch) that has kernels, in OPS then ARCHS order."""
+    return tuple(family(op, arch) for op in OPS for arch in ARCHS if kernels(op, arch))
+
+
+def translation_units(dtypes=DTYPES, head_dims_=None, archs=ARCHS, families_=None) -> list[tuple[str, str, str, int]]:
+    """(op, arch, dtype, head_dim) of every generated .cu file, restricted to the given dtypes/head dims/archs and
+    kernel families (None: all)."""
     units = sorted({(k.op, k.arch, k.head_dim) for k in KERNELS if k.arch in archs
-                    and (head_dims_ is None or k.head_dim in head_dims_)},
+                    and (head_dims_ is None or k.head_dim in head_dims_)
+                    and (families_ is None or family(k.op, k.arch) in families_)},
                    key=lambda u: (OPS.index(u[0]), ARCHS.index(u[1]), u[2]))
     return [(op, arch, dtype, d) for op, arch, d in units for dtype in DTYPES if dtype in dtypes]
 

@@ -244,20 +244,38 @@ def test_sources_follow_archs_dtypes_and_head_dims(monkeypatch):
         "bwd_sm90_fp16_hdim256.cu", "decode_sm80_fp16_hdim256.cu"]
 
 
+def test_sources_follow_kernel_families(monkeypatch):
+    monkeypatch.setenv("FLASHCUTE_KERNELS", "bwd_sm90, fwd_sm90")
+    config = _build.BuildConfig(("9.0a",), ("bf16",), (128,), _build.selected_kernel_families())
+    assert config.families == ("fwd_sm90", "bwd_sm90")
+    assert [p.name for p in config.sources()] == [
+        "flash_api.cpp", "fwd_sm90_bf16_hdim128.cu", "bwd_sm90_bf16_hdim128.cu"]
+    assert config.as_dict()["kernels"] == ["fwd_sm90", "bwd_sm90"]
+    # sm90 families name no source where sm_90a is not a target
+    ampere = _build.BuildConfig(("8.0",), ("bf16",), (128,), config.families)
+    assert [p.name for p in ampere.sources()] == ["flash_api.cpp"]
+    with pytest.raises(_build.FlashcuteUnavailable, match="FLASHCUTE_KERNELS=fwd_sm90,bwd_sm90 selects no kernel"):
+        _build.require_sources(ampere)
+
+
 def test_default_selection_is_everything(monkeypatch):
     monkeypatch.delenv("FLASHCUTE_DTYPES", raising=False)
     monkeypatch.delenv("FLASHCUTE_HDIMS", raising=False)
+    monkeypatch.delenv("FLASHCUTE_KERNELS", raising=False)
     assert _build.selected_dtypes() == ("fp16", "bf16")
     assert _build.selected_head_dims() == (64, 96, 128, 192, 256)
+    assert _build.selected_kernel_families() == ("fwd_sm80", "fwd_sm90", "bwd_sm80", "bwd_sm90", "decode_sm80")
     monkeypatch.setenv("FLASHCUTE_DTYPES", "bfloat16,float16")
     assert _build.selected_dtypes() == ("fp16", "bf16")
 
 
-@pytest.mark.parametrize("name, value, message", [("FLASHCUTE_HDIMS", "80", "'80' is not one of 64, 96"), ("FLASHCUTE_DTYPES", "fp32", "'fp32' is not one of fp16, bf16"), ("FLASHCUTE_HDIMS", "x", "'x' is not one of")])
+@pytest.mark.parametrize("name, value, message", [("FLASHCUTE_HDIMS", "80", "'80' is not one of 64, 96"), ("FLASHCUTE_DTYPES", "fp32", "'fp32' is not one of fp16, bf16"), ("FLASHCUTE_HDIMS", "x", "'x' is not one of"), ("FLASHCUTE_KERNELS", "decode_sm90", "'decode_sm90' is not one of fwd_sm80, fwd_sm90"), ("FLASHCUTE_KERNELS", " , ", "is set but names nothing")])
 def test_selection_errors(monkeypatch, name, value, message):
     monkeypatch.setenv(name, value)
-    with pytest.raises(ValueError, match=f"{name}: {message}"):
-        _build.selected_dtypes() if name == "FLASHCUTE_DTYPES" else _build.selected_head_dims()
+    select = {"FLASHCUTE_DTYPES": _build.selected_dtypes, "FLASHCUTE_HDIMS": _build.selected_head_dims,
+              "FLASHCUTE_KERNELS": _build.selected_kernel_families}[name]
+    with pytest.raises(ValueError, match=f"{name}:? {message}"):
+        select()
 
 
 def test_missing_sources_are_named(monkeypatch, tmp_path):
@@ -356,6 +374,7 @@ def test_cutlass_missing_names_all_three_places(monkeypatch, tmp_path):
 # ------------------------------------------------------------------------------------------- AOT module
 
 def fake_aot(monkeypatch, tmp_path, **record):
+    monkeypatch.delenv("FLASHCUTE_KERNELS", raising=False)
     library = tmp_path / "_C.cpython-311-x86_64-linux-gnu.so"
     library.write_bytes(b"")
     (tmp_path / "_C.build.json").write_text(json.dumps(record))
@@ -378,7 +397,8 @@ def test_aot_library_used_when_it_matches(monkeypatch, tmp_path):
 @pytest.mark.parametrize(
     "change, reason",
     [({"torch": "0.0.1"}, "built for torch 0.0.1"), ({"cuda": "0.1"}, "built for CUDA 0.1"), ({"archs": ["8.0"]}, "GPU 0 is sm_90"),
-     ({"head_dims": [128]}, "holds dtypes bf16 and head dims 128")],
+     ({"head_dims": [128]}, "holds dtypes bf16, head dims 128 and kernels fwd_sm80,"),
+     ({"kernels": ["fwd_sm90", "bwd_sm90"]}, "and kernels fwd_sm90,bwd_sm90")],
 )
 def test_aot_library_skipped_when_it_does_not_match(monkeypatch, tmp_path, capsys, change, reason):
     monkeypatch.setenv("FLASHCUTE_DTYPES", "bf16")
