@@ -38,7 +38,7 @@ def add_grid_args(parser: argparse.ArgumentParser):
     parser.add_argument("--head-dims", default="64,128,256")
     parser.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384")
     parser.add_argument("--causal", choices=["both", "yes", "no"], default="both")
-    parser.add_argument("--backends", default=None, help="flashcute backends (default: sm80, and sm90 where built)")
+    parser.add_argument("--backends", default=None, help="flashcute backends (default: those the build has for this GPU)")
 
 
 def csv(text, convert=str):
@@ -52,12 +52,14 @@ def paper_shapes(args, dtype_name):
 
 
 def flashcute_backends(args, op):
-    """--backends, else sm80, and sm90 on Hopper where the extension has SM90 kernels of op ("fwd", "bwd")."""
+    """--backends, else each backend whose kernels of op ("fwd", "bwd") the extension has (FLASHCUTE_KERNELS may
+    leave one out), sm90 on Hopper only."""
     if args.backends:
         return csv(args.backends)
     hopper = torch.cuda.get_device_capability()[0] == 9
     built = torch.ops.flashcute.built_kernels()  # names as "fwd_sm90_bf16_hdim128"
-    return ["sm80"] + (["sm90"] if hopper and any(n.startswith(f"{op}_sm90_") for n in built) else [])
+    return [arch for arch in ("sm80", "sm90")
+            if (arch == "sm80" or hopper) and any(n.startswith(f"{op}_{arch}_") for n in built)]
 
 
 def first_line(error):
