@@ -38,7 +38,8 @@ def add_grid_args(parser: argparse.ArgumentParser):
     parser.add_argument("--head-dims", default="64,128,256")
     parser.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384")
     parser.add_argument("--causal", choices=["both", "yes", "no"], default="both")
-    parser.add_argument("--backends", default=None, help="flashcute backends (default: those the build has for this GPU)")
+    parser.add_argument("--backends", default=None,
+                        help="flashcute backends (default: those the build has for this GPU)")
 
 
 def csv(text, convert=str):
