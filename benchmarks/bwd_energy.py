@@ -17,6 +17,8 @@ and nvidia-smi.
 
 import argparse
 import datetime
+import shutil
+import signal
 import statistics
 import subprocess
 import time
@@ -87,9 +89,11 @@ def run_turn(fn, seconds: float, gpu: int) -> dict:
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
-    sampler = subprocess.Popen(["nvidia-smi", "-i", str(gpu), "--query-gpu=timestamp,power.draw,clocks.sm",
-                                "--format=csv,noheader,nounits", "-lms", str(SAMPLE_MS)],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    command = ["nvidia-smi", "-i", str(gpu), "--query-gpu=timestamp,power.draw,clocks.sm",
+               "--format=csv,noheader,nounits", "-lms", str(SAMPLE_MS)]
+    if shutil.which("stdbuf"):
+        command = ["stdbuf", "-oL"] + command  # line-buffered: no sample left in the pipe's buffer at the end
+    sampler = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     time.sleep(0.2)  # nvidia-smi's start
     start, calls = time.time(), 0
     while time.time() - start < seconds:
@@ -99,8 +103,8 @@ def run_turn(fn, seconds: float, gpu: int) -> dict:
             torch.cuda.synchronize()  # a bounded queue: the wall time is the GPU's
     torch.cuda.synchronize()
     end = time.time()
-    sampler.terminate()
-    text, _ = sampler.communicate()
+    sampler.send_signal(signal.SIGINT)  # nvidia-smi's loop ends as on Ctrl-C
+    text, _ = sampler.communicate(timeout=10)
     return summarize(parse_samples(text), start, end, calls)
 
 
