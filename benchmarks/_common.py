@@ -42,6 +42,50 @@ def add_grid_args(parser: argparse.ArgumentParser):
                         help="flashcute backends (default: those the build has for this GPU)")
 
 
+def add_one_shape_args(parser: argparse.ArgumentParser):
+    """One backward shape's flags (ncu_bwd_stalls.py, bwd_energy.py): bf16 hdim 128 non-causal 2 x 8k, 16 heads."""
+    parser.add_argument("--dtype", default="bf16", choices=tuple(DTYPES))
+    parser.add_argument("--batch", type=int, default=2)
+    parser.add_argument("--seqlen", type=int, default=8192)
+    parser.add_argument("--heads", type=int, default=16)
+    parser.add_argument("--head-dim", type=int, default=128)
+    parser.add_argument("--causal", action="store_true")
+
+
+def one_shape_inputs(args):
+    """q, k, v, dout of add_one_shape_args' shape, (b, s, h, d)."""
+    shape = (args.batch, args.seqlen, args.heads, args.head_dim)
+    return tuple(torch.randn(shape, device="cuda", dtype=DTYPES[args.dtype]) for _ in range(4))
+
+
+def backward_call(impl, q, k, v, dout, causal):
+    """A function running one implementation's backward once, on a forward computed here once: flashcute's op
+    (torch.ops.flashcute.bwd, backend sm90), FlashAttention-4 ("fa4") or torch SDPA's cuDNN backend ("cudnn")
+    through torch.autograd.grad."""
+    if impl == "flashcute":
+        out, lse = torch.ops.flashcute.fwd(q, k, v, None, causal, False, "sm90")
+        return lambda: torch.ops.flashcute.bwd(dout, q, k, v, out, lse, None, causal, False, False, "sm90")
+    if impl == "fa4":
+        from flash_attn.cute import flash_attn_func
+
+        leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+        out, _ = flash_attn_func(*leaves, causal=causal)
+        return lambda: torch.autograd.grad(out, leaves, dout, retain_graph=True)
+    if impl == "cudnn":
+        from torch.nn.attention import sdpa_kernel
+
+        leaves = [t.transpose(1, 2).contiguous().requires_grad_() for t in (q, k, v)]
+        dout_t = dout.transpose(1, 2).contiguous()
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            out = torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=causal)
+
+        def call():
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                return torch.autograd.grad(out, leaves, dout_t, retain_graph=True)
+        return call
+    raise ValueError(f"unknown implementation {impl!r}; expected flashcute, fa4 or cudnn")
+
+
 def csv(text, convert=str):
     return [convert(x) for x in text.split(",") if x]
 

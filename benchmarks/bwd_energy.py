@@ -24,10 +24,9 @@ import subprocess
 import time
 
 import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from _common import DTYPES, RESULTS, git_commit, run_meta, versions, write_results
+from _common import (RESULTS, add_one_shape_args, backward_call, git_commit, one_shape_inputs, run_meta, versions,
+                     write_results)
 
 SAMPLE_MS = 50
 SETTLE_S = 0.5  # samples this long after the start of a turn are left out: power and clock are still moving
@@ -61,30 +60,6 @@ def summarize(samples, start: float, end: float, calls: int) -> dict:
             "mcycles": mhz * seconds, "calls": calls, "samples": len(inside)}
 
 
-def backward_calls(impl, q, k, v, dout, causal):
-    """A function that runs impl's backward once (its forward computed here, once)."""
-    if impl == "flashcute":
-        out, lse = torch.ops.flashcute.fwd(q, k, v, None, causal, False, "sm90")
-        return lambda: torch.ops.flashcute.bwd(dout, q, k, v, out, lse, None, causal, False, False, "sm90")
-    if impl == "fa4":
-        from flash_attn.cute import flash_attn_func
-
-        leaves = [t.detach().requires_grad_() for t in (q, k, v)]
-        out, _ = flash_attn_func(*leaves, causal=causal)
-        return lambda: torch.autograd.grad(out, leaves, dout, retain_graph=True)
-    if impl == "cudnn":
-        leaves = [t.transpose(1, 2).contiguous().requires_grad_() for t in (q, k, v)]
-        dout_t = dout.transpose(1, 2).contiguous()
-        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            out = F.scaled_dot_product_attention(*leaves, is_causal=causal)
-
-        def call():
-            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                return torch.autograd.grad(out, leaves, dout_t, retain_graph=True)
-        return call
-    raise ValueError(f"--impls: unknown implementation {impl!r}; expected flashcute, fa4, cudnn")
-
-
 def run_turn(fn, seconds: float, gpu: int) -> dict:
     for _ in range(3):
         fn()
@@ -111,12 +86,7 @@ def run_turn(fn, seconds: float, gpu: int) -> dict:
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--impls", default="flashcute,fa4", help="comma-separated: flashcute, fa4, cudnn")
-    parser.add_argument("--dtype", default="bf16", choices=tuple(DTYPES))
-    parser.add_argument("--batch", type=int, default=2)
-    parser.add_argument("--seqlen", type=int, default=8192)
-    parser.add_argument("--heads", type=int, default=16)
-    parser.add_argument("--head-dim", type=int, default=128)
-    parser.add_argument("--causal", action="store_true")
+    add_one_shape_args(parser)
     parser.add_argument("--seconds", type=float, default=4.0, help="each implementation's turn")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--gpu", type=int, default=0, help="nvidia-smi's index of the GPU torch uses")
@@ -125,10 +95,9 @@ def main():
     if args.seconds <= 2 * SETTLE_S:
         parser.error(f"--seconds must exceed {2 * SETTLE_S} (the first {SETTLE_S} s of a turn are not sampled)")
 
-    shape = (args.batch, args.seqlen, args.heads, args.head_dim)
-    q, k, v, dout = (torch.randn(shape, device="cuda", dtype=DTYPES[args.dtype]) for _ in range(4))
+    q, k, v, dout = one_shape_inputs(args)
     impls = [i for i in args.impls.split(",") if i]
-    calls = {impl: backward_calls(impl, q, k, v, dout, args.causal) for impl in impls}
+    calls = {impl: backward_call(impl, q, k, v, dout, args.causal) for impl in impls}
     turns = {impl: [] for impl in impls}
     for _ in range(args.rounds):
         for impl in impls:

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import torch
 
-from _common import RESULTS, git_commit, run_meta, versions, write_results
+from _common import (RESULTS, add_one_shape_args, backward_call, git_commit, one_shape_inputs, run_meta, versions,
+                     write_results)
 
 KERNELS = {"flashcute": "bwd_kernel", "fa4": "BackwardSm90"}  # ncu --kernel-name regexes of the main kernels
 SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "SchedulerStats", "WarpStateStats", "InstructionStats",
@@ -43,19 +44,9 @@ DETAILS = (("SM clock (GHz)", "SM Frequency"), ("elapsed cycles", "Elapsed Cycle
 
 def run_backward(impl, args):
     """The profiled process: the forward once, the backward twice."""
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
-    q, k, v, dout = (torch.randn(args.batch, args.seqlen, args.heads, args.head_dim, device="cuda", dtype=dtype)
-                     for _ in range(4))
-    if impl == "flashcute":
-        out, lse = torch.ops.flashcute.fwd(q, k, v, None, args.causal, False, "sm90")
-        for _ in range(2):
-            torch.ops.flashcute.bwd(dout, q, k, v, out, lse, None, args.causal, False, False, "sm90")
-    else:
-        from flash_attn.cute import flash_attn_func
-        leaves = [t.requires_grad_() for t in (q, k, v)]
-        out, _ = flash_attn_func(*leaves, causal=args.causal)
-        for _ in range(2):
-            torch.autograd.grad(out, leaves, dout, retain_graph=True)
+    backward = backward_call(impl, *one_shape_inputs(args), args.causal)
+    for _ in range(2):
+        backward()
     torch.cuda.synchronize()
 
 
@@ -230,12 +221,7 @@ def markdown(impls, summaries):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--impls", default="flashcute,fa4", help="comma-separated: flashcute, fa4")
-    parser.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
-    parser.add_argument("--batch", type=int, default=2)
-    parser.add_argument("--seqlen", type=int, default=8192)
-    parser.add_argument("--heads", type=int, default=16)
-    parser.add_argument("--head-dim", type=int, default=128)
-    parser.add_argument("--causal", action="store_true")
+    add_one_shape_args(parser)
     parser.add_argument("--top-stalls", default="short_sb",
                         help="comma-separated stall reasons (as in the summary, e.g. short_sb,long_sb) whose most "
                              "stalled instructions are listed per implementation")
