@@ -2,7 +2,10 @@
 forward and backward, the packed batches' prepasses) run without local memory, and the SM90 forward and backward
 kernels run their gemms on wgmma (HGMMA). ptxas's spill report is checked at compile time for one instantiation
 (.ci/run against flashcute/explain/ptxas.py); this holds every such kernel of the build that a GPU machine made.
-The backward's pre- and postprocess (SM80 templates over sm90::BwdPrePost) are held to it too.
+The backward's pre- and postprocess (SM80 templates over sm90::BwdPrePost) are held to it too. One known exception,
+outside ptxas.py's table (which records the forward's fixed-length instantiations): the packed causal forward at
+hdim 192 keeps a warpgroup's Q descriptor base in 4 bytes of stack, stored once in the prologue and loaded once per
+tile (s52); the test fails if that kernel stops using local memory, so the exception cannot outlive the spill.
 """
 
 import os
@@ -20,6 +23,9 @@ SM90_NAMESPACE = "_ZN9flashcute4sm90"  # flashcute::sm90::
 # The SM90 backward's pre- and postprocess are the SM80 templates over sm90::BwdPrePost.
 SM90_PRE_POST = "INS_4sm9010BwdPrePost"
 GEMM_KERNELS = ("_ZN9flashcute4sm9010bwd_kernel", "_ZN9flashcute4sm9010fwd_kernel")
+# fwd_kernel<KernelTraits<Element, 192, kCausal = true, ...>, kVarlen = true>
+KNOWN_LOCAL_MEMORY = re.compile(r"^_ZN9flashcute4sm9010fwd_kernelINS0_12KernelTraitsIN7cutlass\w+?_t"
+                                r"ELi192ELb1ELb[01]EEELb1EEE")
 
 
 def sass_functions(listing: str) -> dict[str, list[str]]:
@@ -95,4 +101,9 @@ def test_built_sm90_kernels_have_no_local_memory_and_use_wgmma():
         assert not without_wgmma, f"no HGMMA in {without_wgmma}"
     with_local = {name: local_memory_lines(lines)[:3] for name, lines in functions.items()
                   if local_memory_lines(lines)}
-    assert not with_local, f"SM90 kernels using local memory: {with_local}"
+    unexpected = {name: lines for name, lines in with_local.items() if not KNOWN_LOCAL_MEMORY.match(name)}
+    assert not unexpected, f"SM90 kernels using local memory: {unexpected}"
+    known = [name for name in functions if KNOWN_LOCAL_MEMORY.match(name)]
+    if known:
+        assert any(name in with_local for name in known), \
+            f"{known} no longer use local memory: remove KNOWN_LOCAL_MEMORY"
