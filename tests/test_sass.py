@@ -2,12 +2,10 @@
 forward and backward, the packed batches' prepasses) run without local memory, and the SM90 forward and backward
 kernels run their gemms on wgmma (HGMMA). ptxas's spill report is checked at compile time for one instantiation
 (.ci/run against flashcute/explain/ptxas.py); this holds every such kernel of the build that a GPU machine made.
-The backward's pre- and postprocess (SM80 templates over sm90::BwdPrePost) are listed but not held to it: the
-preprocess at bf16 hdim 192 spills 4 B at the 32 registers ptxas picks for it (branch s51-preprocess-row-passes
-removes it; not yet run on a GPU).
-
-The parser is tested on a synthetic listing everywhere; the build's own listing needs a GPU (the build) and
-cuobjdump (CUDA_HOME/bin or PATH).
+The backward's pre- and postprocess (SM80 templates over sm90::BwdPrePost) are held to it too. One known exception,
+outside ptxas.py's table (which records the forward's fixed-length instantiations): the packed causal forward at
+hdim 192 keeps a warpgroup's Q descriptor base in 4 bytes of stack, stored once in the prologue and loaded once per
+tile (s52); the test fails if that kernel stops using local memory, so the exception cannot outlive the spill.
 """
 
 import os
@@ -25,6 +23,9 @@ SM90_NAMESPACE = "_ZN9flashcute4sm90"  # flashcute::sm90::
 # The SM90 backward's pre- and postprocess are the SM80 templates over sm90::BwdPrePost.
 SM90_PRE_POST = "INS_4sm9010BwdPrePost"
 GEMM_KERNELS = ("_ZN9flashcute4sm9010bwd_kernel", "_ZN9flashcute4sm9010fwd_kernel")
+# fwd_kernel<KernelTraits<Element, 192, kCausal = true, ...>, kVarlen = true>
+KNOWN_LOCAL_MEMORY = re.compile(r"^_ZN9flashcute4sm9010fwd_kernelINS0_12KernelTraitsIN7cutlass\w+?_t"
+                                r"ELi192ELb1ELb[01]EEELb1EEE")
 
 
 def sass_functions(listing: str) -> dict[str, list[str]]:
@@ -42,10 +43,6 @@ def sass_functions(listing: str) -> dict[str, list[str]]:
 
 def is_sm90_kernel(name: str) -> bool:
     return name.startswith(SM90_NAMESPACE) or SM90_PRE_POST in name
-
-
-def held_to_no_local_memory(name: str) -> bool:
-    return name.startswith(SM90_NAMESPACE)
 
 
 def local_memory_lines(lines: list[str]) -> list[str]:
@@ -69,7 +66,6 @@ def test_parser_on_a_synthetic_listing():
     sm90 = [name for name in functions if is_sm90_kernel(name)]
     assert len(sm90) == 2  # the bwd kernel, and the SM80 postprocess template over SM90 traits
     bwd, post = sm90
-    assert held_to_no_local_memory(bwd) and not held_to_no_local_memory(post)
     assert local_memory_lines(functions[bwd]) == [] and any("HGMMA" in line for line in functions[bwd])
     assert [line.split()[1] for line in local_memory_lines(functions[post])] == ["STL.64"]
     sm80 = next(name for name in functions if not is_sm90_kernel(name))
@@ -104,5 +100,10 @@ def test_built_sm90_kernels_have_no_local_memory_and_use_wgmma():
         without_wgmma = [name for name in gemm_kernels if not any("HGMMA" in line for line in functions[name])]
         assert not without_wgmma, f"no HGMMA in {without_wgmma}"
     with_local = {name: local_memory_lines(lines)[:3] for name, lines in functions.items()
-                  if held_to_no_local_memory(name) and local_memory_lines(lines)}
-    assert not with_local, f"SM90 kernels using local memory: {with_local}"
+                  if local_memory_lines(lines)}
+    unexpected = {name: lines for name, lines in with_local.items() if not KNOWN_LOCAL_MEMORY.match(name)}
+    assert not unexpected, f"SM90 kernels using local memory: {unexpected}"
+    known = [name for name in functions if KNOWN_LOCAL_MEMORY.match(name)]
+    if known:
+        assert any(name in with_local for name in known), \
+            f"{known} no longer use local memory: remove KNOWN_LOCAL_MEMORY"

@@ -38,39 +38,33 @@ __global__ void __launch_bounds__(Traits::kNThreads) bwd_preprocess_kernel(__gri
   Tensor gdO = local_tile(mdO, TileShape{}, make_coord(m_block, 0));             // (BLK_M, D)
   Tensor gD = local_tile(mD, Shape<Int<kBlockM>>{}, make_coord(m_block));        // (BLK_M)
 
-  // dO and O -> registers (zero outside the tile's rows and the head dim).
+  // D, a pass of rows at a time: its dO and O -> registers (zero outside the tile's rows and the head dim), each
+  // row's products summed in this thread, then across the kGmemThreadsPerRow neighbouring lanes that share the row.
+  // (All passes loaded before any sum kept 2 x 48 values live at head dim 192, and ptxas spilled at its 32
+  // registers.)
   typename Traits::GmemTiledCopy gmem_tiled_copy;
   auto gmem_thr_copy = gmem_tiled_copy.get_thread_slice(tidx);
   Tensor tOgO = gmem_thr_copy.partition_S(gO);    // (CPY, CPY_M, CPY_D)
   Tensor tOgdO = gmem_thr_copy.partition_S(gdO);  // (CPY, CPY_M, CPY_D)
   Tensor tOcO = gmem_thr_copy.partition_S(make_identity_tensor(TileShape{}));
-  Tensor tOrO = make_fragment_like(tOgO);
-  Tensor tOrdO = make_fragment_like(tOgdO);
-  clear(tOrO);
-  clear(tOrdO);
   CUTE_UNROLL
   for (int m = 0; m < size<1>(tOgO); ++m) {
+    Tensor tOrO = make_fragment_like(tOgO(_, m, _));    // (CPY, CPY_D)
+    Tensor tOrdO = make_fragment_like(tOgdO(_, m, _));  // (CPY, CPY_D)
+    clear(tOrO);
+    clear(tOrdO);
     CUTE_UNROLL
     for (int k = 0; k < size<2>(tOgO); ++k) {
       if (get<0>(tOcO(0, m, k)) < row_end && get<1>(tOcO(0, m, k)) < params.head_dim) {
-        copy(gmem_tiled_copy, tOgO(_, m, k), tOrO(_, m, k));
-        copy(gmem_tiled_copy, tOgdO(_, m, k), tOrdO(_, m, k));
+        copy(gmem_tiled_copy, tOgO(_, m, k), tOrO(_, k));
+        copy(gmem_tiled_copy, tOgdO(_, m, k), tOrdO(_, k));
       }
     }
-  }
-
-  // D: each row's products summed in this thread, then across the kGmemThreadsPerRow neighbouring lanes that
-  // share the row.
-  Tensor o = convert_type<float>(tOrO);
-  Tensor dout = convert_type<float>(tOrdO);
-  CUTE_UNROLL
-  for (int m = 0; m < size<1>(o); ++m) {
+    Tensor o = convert_type<float>(tOrO);
+    Tensor dout = convert_type<float>(tOrdO);
     float sum = 0.f;
     CUTE_UNROLL
-    for (int k = 0; k < size<2>(o); ++k) {
-      CUTE_UNROLL
-      for (int v = 0; v < size<0>(o); ++v) { sum += o(v, m, k) * dout(v, m, k); }
-    }
+    for (int i = 0; i < size(o); ++i) { sum += o(i) * dout(i); }
     CUTE_UNROLL
     for (int lanes = Traits::kGmemThreadsPerRow / 2; lanes > 0; lanes /= 2) {
       sum += __shfl_xor_sync(0xffffffff, sum, lanes);
