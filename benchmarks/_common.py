@@ -274,12 +274,17 @@ def run_meta(device, commit):
 
 
 def write_results(out, prefix, title, meta, rows, text):
-    """<out>/<prefix>_<date>_<device>.json (meta and rows) and .md ("# <title>, <device>, <date>", then text)."""
+    """<out>/<prefix>_<date>_<device>.json (meta and rows) and .md ("# <title>, <device>, <date>", then text); a
+    second run within the same minute gets _2, _3, ... rather than overwriting the first's."""
     stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H%M")
     device = meta["device"]
-    name = f"{prefix}_{stamp}_{re.sub(r'[^A-Za-z0-9]+', '-', device).strip('-')}"
+    base = f"{prefix}_{stamp}_{re.sub(r'[^A-Za-z0-9]+', '-', device).strip('-')}"
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    name, n = base, 1
+    while (out / f"{name}.json").exists() or (out / f"{name}.md").exists():
+        n += 1
+        name = f"{base}_{n}"
     (out / f"{name}.json").write_text(json.dumps({"date": stamp, **meta, "rows": rows}, indent=1))
     (out / f"{name}.md").write_text(f"# {title}, {device}, {stamp}\n\n{text}")
     print(f"\nwrote {out / name}.json and .md")

@@ -41,3 +41,12 @@ def test_several_bs_each_against_a(monkeypatch, tmp_path):
         assert f"**sm90**: A/{label} geomean {ratio} (min" in text
     assert [data[k] for k in ("a", "b1", "b2", "b3")] == ["A0", "P1", "P2", "P3"]
     assert all(len(data["runs"][k]) == 2 for k in ("a", "b1", "b2", "b3"))
+
+
+def test_results_of_one_minute_do_not_overwrite_each_other(tmp_path):
+    import _common
+    for text in ("first", "second", "third"):
+        _common.write_results(tmp_path, "bwd", "title", {"device": "Fake GPU"}, [], text)
+    written = sorted(p.read_text().split("\n\n", 1)[1] for p in tmp_path.glob("*.md"))
+    assert written == ["first", "second", "third"]
+    assert len(list(tmp_path.glob("*.json"))) == 3
