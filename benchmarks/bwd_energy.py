@@ -8,7 +8,8 @@ clock every 50 ms; the implementations take turns, --rounds times. Per call: mil
 (watts x seconds), mean SM clock and cycles (clock x seconds). A kernel held at the power cap runs at the clock the
 cap allows, so its time per call is its energy per call over the cap: a change that saves energy (fewer L2
 reductions, fewer instructions) shortens the call even where ncu's cycles, counted on one launch below the cap, do
-not move. Prints a table and writes it with the samples' summary as JSON to --out (default benchmarks/results/).
+not move. Prints a table (headed by the board's power limit and highest SM clock) and writes it with the samples'
+summary as JSON to --out (default benchmarks/results/).
 
 flashcute is this checkout's (torch.ops.flashcute.bwd on a forward computed once, backend sm90); FlashAttention-4
 (flash-attn-4 wheel) and cuDNN (torch SDPA) through torch.autograd.grad on a forward graph built once. Needs a GPU
@@ -60,6 +61,30 @@ def summarize(samples, start: float, end: float, calls: int) -> dict:
             "mcycles": mhz * seconds, "calls": calls, "samples": len(inside)}
 
 
+def parse_limits(text: str) -> dict:
+    """nvidia-smi's CSV line "power.limit [W], enforced.power.limit [W], clocks.max.sm [MHz]" as a dict; a field
+    the board does not report ([N/A]) is left out."""
+    fields = [f.strip() for f in text.strip().splitlines()[0].split(",")] if text.strip() else []
+    limits = {}
+    for key, value in zip(("power_limit_w", "enforced_power_limit_w", "max_sm_mhz"), fields):
+        try:
+            limits[key] = float(value)
+        except ValueError:
+            pass
+    return limits
+
+
+def board_limits(gpu: int) -> dict:
+    """The power cap the board holds the calls to, and its highest SM clock; {} where nvidia-smi cannot say."""
+    try:
+        query = "--query-gpu=power.limit,enforced.power.limit,clocks.max.sm"
+        text = subprocess.run(["nvidia-smi", "-i", str(gpu), query, "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return parse_limits(text)
+
+
 def run_turn(fn, seconds: float, gpu: int) -> dict:
     for _ in range(3):
         fn()
@@ -107,6 +132,11 @@ def main():
     what = (f"{args.dtype}, hdim {args.head_dim}, {'causal' if args.causal else 'non-causal'}, batch {args.batch} x "
             f"{args.seqlen}, {args.heads} heads; {args.rounds} rounds of {args.seconds:g} s turns")
     commit = git_commit()
+    limits = board_limits(args.gpu)
+    if limits:
+        what += "; board: " + ", ".join(f"{name} {limits[key]:.0f} {unit}" for key, name, unit in (
+            ("power_limit_w", "power limit", "W"), ("enforced_power_limit_w", "enforced", "W"),
+            ("max_sm_mhz", "max SM clock", "MHz")) if key in limits)
     lines = [versions(commit) + ".", what + ".", "",
              "| implementation | round | ms | W | J | SM MHz | M cycles |", "|---|---|---|---|---|---|---|"]
     for impl in impls:
@@ -121,8 +151,8 @@ def main():
                          f"cycles {ratio['mcycles']:.3f}")
     text = "\n".join(lines)
     print(f"# Backward energy per call, {device}\n\n{text}")
-    write_results(args.out, "bwd_energy", "Backward energy per call", {**run_meta(device, commit), "args": vars(args)},
-                  turns, text)
+    meta = {**run_meta(device, commit), "args": vars(args), "board": limits}
+    write_results(args.out, "bwd_energy", "Backward energy per call", meta, turns, text)
 
 
 if __name__ == "__main__":

@@ -38,3 +38,10 @@ def test_summarize_leaves_out_the_settling_samples():
 def test_summarize_without_samples_says_so():
     with pytest.raises(RuntimeError, match="no power sample"):
         bwd_energy.summarize([(0.1, 500.0, 1500.0)], 0.0, 0.4, 10)
+
+
+def test_parse_limits_reads_the_board_and_skips_what_it_does_not_report():
+    assert bwd_energy.parse_limits("700.00, 700.00, 1980\n") == {
+        "power_limit_w": 700.0, "enforced_power_limit_w": 700.0, "max_sm_mhz": 1980.0}
+    assert bwd_energy.parse_limits("[N/A], 600.00, 1755\n") == {"enforced_power_limit_w": 600.0, "max_sm_mhz": 1755.0}
+    assert bwd_energy.parse_limits("") == {}
