@@ -6,6 +6,9 @@ The backward's pre- and postprocess (SM80 templates over sm90::BwdPrePost) are h
 outside ptxas.py's table (which records the forward's fixed-length instantiations): the packed causal forward at
 hdim 192 keeps a warpgroup's Q descriptor base in 4 bytes of stack, stored once in the prologue and loaded once per
 tile (s52); the test fails if that kernel stops using local memory, so the exception cannot outlive the spill.
+
+The parser and the exception's pattern are tested everywhere; the build's own listing needs a GPU (the build) and
+cuobjdump (CUDA_HOME/bin or PATH).
 """
 
 import os
@@ -70,6 +73,17 @@ def test_parser_on_a_synthetic_listing():
     assert [line.split()[1] for line in local_memory_lines(functions[post])] == ["STL.64"]
     sm80 = next(name for name in functions if not is_sm90_kernel(name))
     assert len(local_memory_lines(functions[sm80])) == 1
+
+
+def test_the_known_exception_names_only_the_packed_causal_hdim192_forward():
+    def fwd(element, head_dim, causal, varlen):
+        return (f"_ZN9flashcute4sm9010fwd_kernelINS0_12KernelTraitsIN7cutlass{element}ELi{head_dim}ELb{causal:d}ELb0EEE"
+                f"Lb{varlen:d}EEEvNS0_12KernelParamsIT_XT0_EEE")
+    assert KNOWN_LOCAL_MEMORY.match(fwd("10bfloat16_t", 192, True, True))
+    assert KNOWN_LOCAL_MEMORY.match(fwd("6half_t", 192, True, True))
+    for other in (fwd("10bfloat16_t", 192, True, False), fwd("10bfloat16_t", 192, False, True),
+                  fwd("10bfloat16_t", 128, True, True), fwd("6half_t", 256, True, True)):
+        assert not KNOWN_LOCAL_MEMORY.match(other), other
 
 
 def cuobjdump() -> str | None:
