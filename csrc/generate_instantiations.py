@@ -91,16 +91,13 @@ def table_header():
         parts += [_tile_struct(k) + "\n" for k in kernel_table.kernels(arch=arch)]
         parts.append(f"}}  // namespace {arch}\n\n")
     parts.append("}  // namespace flashcute\n\n")
-    for arch in kernel_table.ARCHS:
-        rows = " ".join(f"X({k.head_dim}, {VARIANTS[k.variant]})" for k in kernel_table.kernels("fwd", arch))
-        parts.append(f"// X(head_dim, variant) for each {arch} forward row, in table order.\n"
-                     f"#define FLASHCUTE_FWD_{arch.upper()}_KERNELS(X) {rows}\n")
-    rows = " ".join(f"X({k.head_dim}, {VARIANTS[k.variant]})" for k in kernel_table.kernels("decode", "sm80"))
-    parts.append(f"// X(head_dim, variant) for each sm80 decode row, in table order.\n"
-                 f"#define FLASHCUTE_DECODE_SM80_KERNELS(X) {rows}\n")
-    rows = " ".join(f"X({k.head_dim}, {VARIANTS[k.variant]})" for k in kernel_table.kernels("bwd", "sm90"))
-    parts.append(f"// X(head_dim, variant) for each sm90 backward row, in table order.\n"
-                 f"#define FLASHCUTE_BWD_SM90_KERNELS(X) {rows}\n")
+    for op, name in (("fwd", "forward"), ("decode", "decode"), ("bwd", "backward")):
+        for arch in kernel_table.ARCHS:
+            if not kernel_table.kernels(op, arch):
+                continue
+            rows = " ".join(f"X({k.head_dim}, {VARIANTS[k.variant]})" for k in kernel_table.kernels(op, arch))
+            parts.append(f"// X(head_dim, variant) for each {arch} {name} row, in table order.\n"
+                         f"#define FLASHCUTE_{op.upper()}_{arch.upper()}_KERNELS(X) {rows}\n")
     return "".join(parts)
 
 

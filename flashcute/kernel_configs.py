@@ -1,10 +1,11 @@
 """The shipped kernel configurations, described in Python and built with flashcute.layout.
 
 Each configuration names the same layouts and atoms as the kernel's C++ traits (csrc/sm80/kernel_traits.h,
-csrc/sm90/kernel_traits.h, and the SM90 backward's csrc/sm90/bwd_kernel_traits.h) and builds them the way the
-traits do (swizzled atoms, tile_to_shape, TiledMMA, make_tiled_copy[_A|_B|_C]).  ``printed()`` gives every object as C++
-``cute::print`` writes it, under the names csrc/tools/print_kernel_layouts.cpp uses, so
-tests/test_kernel_layouts.py can hold the two equal, character for character.
+csrc/sm90/kernel_traits.h, and the backwards' csrc/sm80/bwd_kernel_traits.h and csrc/sm90/bwd_kernel_traits.h) and
+builds them the way the traits do (swizzled atoms, tile_to_shape, TiledMMA, make_tiled_copy[_A|_B|_C]).
+``printed()`` gives every object as C++ ``cute::print`` writes it, under the names
+csrc/tools/print_kernel_layouts.cpp uses, so tests/test_kernel_layouts.py can hold the two equal, character for
+character.
 
     >>> from flashcute.kernel_configs import get_config
     >>> cfg = get_config("sm80", "bf16", 128)
@@ -73,8 +74,71 @@ class _ElementConfig:
         return CUTE_TYPE[self.dtype]
 
 
+class _Sm80CopyTraits(_ElementConfig):
+    """``flashcute::sm80::CopyTraits<Element, kHeadDim, kNThreads>``, the base of the SM80 forward's and backward's
+    traits: the swizzled shared-memory atom, the shared-memory copy atoms, the 128-bit global-memory copies."""
+
+    arch = "sm80"
+
+    @property
+    def n_threads(self):
+        return self.n_warps * 32
+
+    @property
+    def mma_op(self):
+        return "SM80_16x8x16_F32F16F16F32_TN" if self.dtype == "fp16" else "SM80_16x8x16_F32BF16BF16F32_TN"
+
+    @property
+    def block_k_smem(self):
+        """Row width of the swizzle atom in elements: 64 (128 B) when the head dim allows, else 32."""
+        return 64 if self.head_dim % 64 == 0 else 32
+
+    @cached_property
+    def smem_layout_atom(self):
+        bits = 3 if self.block_k_smem == 64 else 2
+        k = Int(self.block_k_smem)
+        return composition(Swizzle(bits, 3, 3), Layout((Int(8), k), (k, Int(1))))
+
+    # SmemCopyAtom, SmemCopyAtomTransposed, SmemCopyAtomStore
+    def smem_copy_atom(self):
+        return copy_atom("SM75_U32x4_LDSM_N", self.element_type)
+
+    def smem_copy_atom_transposed(self):
+        return copy_atom("SM75_U16x8_LDSM_T", self.element_type)
+
+    def smem_copy_atom_store(self):
+        return copy_atom("AutoVectorizingCopyWithAssumedAlignment<128>", self.element_type)
+
+    @property
+    def gmem_elems_per_load(self):
+        return 128 // self.element_bits
+
+    @property
+    def gmem_threads_per_row(self):
+        return self.block_k_smem // self.gmem_elems_per_load
+
+    @cached_property
+    def gmem_layout_atom(self):
+        per_row = self.gmem_threads_per_row
+        return Layout((Int(self.n_threads // per_row), Int(per_row)), (Int(per_row), Int(1)))
+
+    def _gmem_tiled_copy(self, op):
+        return make_tiled_copy(copy_atom(op, self.element_type), self.gmem_layout_atom,
+                               Layout((Int(1), Int(self.gmem_elems_per_load))))
+
+    @cached_property
+    def gmem_tiled_copy_qkv(self):
+        """128-bit cp.async into shared memory (zero-filling rows and columns out of bounds)."""
+        return self._gmem_tiled_copy("SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<uint128_t>")
+
+    @cached_property
+    def gmem_tiled_copy(self):
+        """128-bit synchronous copies, e.g. out of a swizzled staging buffer into global memory."""
+        return self._gmem_tiled_copy("UniversalCopy<uint128_t>")
+
+
 @dataclass(frozen=True)
-class Sm80Config(_ElementConfig):
+class Sm80Config(_Sm80CopyTraits):
     """One instantiation of ``flashcute::sm80::KernelTraits<Element, kHeadDim, kBlockM, kBlockN, kNWarps, ...,
     kKeySlices>``: the forward's (op "fwd") or the decode kernel's (op "decode"). key_slices > 1 (the decode
     kernel's key-split tile): the warps split each K/V block's keys into that many slices, each slice's warps
@@ -88,12 +152,7 @@ class Sm80Config(_ElementConfig):
     op: str = "fwd"
     key_slices: int = 1
 
-    arch = "sm80"
-
     # -- tiles and threads -----------------------------------------------------------------
-    @property
-    def n_threads(self):
-        return self.n_warps * 32
 
     @property
     def warps_m(self):
@@ -110,17 +169,6 @@ class Sm80Config(_ElementConfig):
         return 1
 
     # -- shared memory ---------------------------------------------------------------------
-    @property
-    def block_k_smem(self):
-        """Row width of the swizzle atom in elements: 64 (128 B) when the head dim allows, else 32."""
-        return 64 if self.head_dim % 64 == 0 else 32
-
-    @cached_property
-    def smem_layout_atom(self):
-        bits = 3 if self.block_k_smem == 64 else 2
-        k = Int(self.block_k_smem)
-        return composition(Swizzle(bits, 3, 3), Layout((Int(8), k), (k, Int(1))))
-
     @cached_property
     def smem_layout_q(self):
         return tile_to_shape(self.smem_layout_atom, (Int(self.block_m), Int(self.head_dim)))
@@ -156,11 +204,6 @@ class Sm80Config(_ElementConfig):
         return (self.smem_q_elems + 2 * self.kv_stages * self.smem_kv_elems) * self.element_bytes
 
     # -- tensor cores and shared memory -> registers --------------------------------------------
-
-    @property
-    def mma_op(self):
-        return "SM80_16x8x16_F32F16F16F32_TN" if self.dtype == "fp16" else "SM80_16x8x16_F32BF16BF16F32_TN"
-
     @cached_property
     def tiled_mma(self):
         """A key slice's warps stacked along M, each owning 16-row slabs of the Q block."""
@@ -169,48 +212,24 @@ class Sm80Config(_ElementConfig):
 
     @cached_property
     def smem_tiled_copy_q(self):
-        return make_tiled_copy_A(copy_atom("SM75_U32x4_LDSM_N", self.element_type), self.tiled_mma)
+        return make_tiled_copy_A(self.smem_copy_atom(), self.tiled_mma)
 
     @cached_property
     def smem_tiled_copy_k(self):
-        return make_tiled_copy_B(copy_atom("SM75_U32x4_LDSM_N", self.element_type), self.tiled_mma)
+        return make_tiled_copy_B(self.smem_copy_atom(), self.tiled_mma)
 
     @cached_property
     def smem_tiled_copy_v(self):
-        return make_tiled_copy_B(copy_atom("SM75_U16x8_LDSM_T", self.element_type), self.tiled_mma)
+        return make_tiled_copy_B(self.smem_copy_atom_transposed(), self.tiled_mma)
 
     @cached_property
     def smem_tiled_copy_o(self):
-        return make_tiled_copy_C(copy_atom("AutoVectorizingCopyWithAssumedAlignment<128>", self.element_type),
-                                 self.tiled_mma)
-
-    # -- global memory copies ----------------------------------------------------------------
-    @property
-    def gmem_elems_per_load(self):
-        return 128 // self.element_bits
+        return make_tiled_copy_C(self.smem_copy_atom_store(), self.tiled_mma)
 
     @property
-    def gmem_threads_per_row(self):
-        return self.block_k_smem // self.gmem_elems_per_load
-
-    @cached_property
-    def gmem_layout_atom(self):
-        per_row = self.gmem_threads_per_row
-        return Layout((Int(self.n_threads // per_row), Int(per_row)), (Int(per_row), Int(1)))
-
-    def _gmem_tiled_copy(self, op):
-        return make_tiled_copy(copy_atom(op, self.element_type), self.gmem_layout_atom,
-                               Layout((Int(1), Int(self.gmem_elems_per_load))))
-
-    @cached_property
-    def gmem_tiled_copy_qkv(self):
-        """128-bit cp.async into shared memory (zero-filling rows and columns out of bounds)."""
-        return self._gmem_tiled_copy("SM80_CP_ASYNC_CACHEGLOBAL_ZFILL<uint128_t>")
-
-    @cached_property
     def gmem_tiled_copy_o(self):
-        """128-bit loads from the O staging buffer, 128-bit stores to global memory."""
-        return self._gmem_tiled_copy("UniversalCopy<uint128_t>")
+        """128-bit loads from the O staging buffer, 128-bit stores to global memory (GmemTiledCopyO)."""
+        return self.gmem_tiled_copy
 
     # -- everything, as C++ prints it ----------------------------------------------------------
     def printed(self):
@@ -258,6 +277,146 @@ class Sm80Config(_ElementConfig):
     def header(self):
         return (f"{self.arch} {self.dtype} hdim{self.head_dim}" + (" decode" if self.op == "decode" else "")
                 + (" key-split" if self.key_slices > 1 else ""))
+
+
+@dataclass(frozen=True)
+class Sm80BwdConfig(_Sm80CopyTraits):
+    """One instantiation of ``flashcute::sm80::BwdKernelTraits<Element, kHeadDim, kBlockM, kBlockN, kNWarps,
+    kAtomLayoutMSdP, kAtomLayoutNdKV, kAtomLayoutMdQ>``: a CTA owns block_n key rows and walks Q/dO blocks of
+    block_m rows; three gemm shapes, each with its own warp arrangement (atom_* warps along the first mode, the rest
+    along the second, 16 columns per warp)."""
+
+    dtype: str
+    head_dim: int
+    block_m: int
+    block_n: int
+    n_warps: int
+    atom_sdp_m: int
+    atom_dkv_n: int
+    atom_dq_m: int
+
+    stages = 2  # Q/dO stages
+
+    @property
+    def tile_shape_mnk(self):
+        return (Int(self.block_m), Int(self.block_n), Int(self.head_dim))
+
+    # -- shared memory ---------------------------------------------------------------------
+    @cached_property
+    def smem_layout_qdo(self):
+        return tile_to_shape(self.smem_layout_atom, (Int(self.block_m), Int(self.head_dim)))
+
+    @cached_property
+    def smem_layout_kv(self):
+        return tile_to_shape(self.smem_layout_atom, (Int(self.block_n), Int(self.head_dim)))
+
+    @property
+    def block_k_smem_pds(self):
+        return 64 if self.block_n % 64 == 0 else 32
+
+    @cached_property
+    def smem_layout_pds(self):
+        """P and dS: (block_m, block_n), written from the S / dP accumulators and read as gemm operands."""
+        k = Int(self.block_k_smem_pds)
+        atom = composition(Swizzle(3 if self.block_k_smem_pds == 64 else 2, 3, 3), Layout((Int(8), k), (k, Int(1))))
+        return tile_to_shape(atom, (Int(self.block_m), Int(self.block_n)))
+
+    @staticmethod
+    def _transposed(layout, rows, cols):
+        """The same bytes seen along the other mode (read with transposing ldmatrix)."""
+        return composition(layout, make_layout((Int(rows), Int(cols)), LayoutRight))
+
+    @cached_property
+    def smem_layout_qdot(self):
+        return self._transposed(self.smem_layout_qdo, self.head_dim, self.block_m)
+
+    @cached_property
+    def smem_layout_kt(self):
+        return self._transposed(self.smem_layout_kv, self.head_dim, self.block_n)
+
+    @cached_property
+    def smem_layout_pdst(self):
+        return self._transposed(self.smem_layout_pds, self.block_n, self.block_m)
+
+    @property
+    def smem_bytes(self):
+        """Q and dO (two stages each), K, V, P, dS."""
+        elems = (2 * self.stages * int(cosize(self.smem_layout_qdo)) + 2 * int(cosize(self.smem_layout_kv))
+                 + 2 * int(cosize(self.smem_layout_pds)))
+        return elems * self.element_bytes
+
+    # -- tensor cores ----------------------------------------------------------------------
+    def _warp_tiled_mma(self, atom_layout):
+        warps_n = self.n_warps // atom_layout
+        return make_tiled_mma(mma_atom(self.mma_op), Layout((Int(atom_layout), Int(warps_n), Int(1))),
+                              (Int(16 * atom_layout), Int(16 * warps_n), Int(16)))
+
+    @cached_property
+    def tiled_mma_sdp(self):
+        """S = Q.K^T and dP = dO.V^T: (block_m, block_n)."""
+        return self._warp_tiled_mma(self.atom_sdp_m)
+
+    @cached_property
+    def tiled_mma_dkv(self):
+        """dV += P^T.dO and dK += dS^T.Q: (block_n, head_dim)."""
+        return self._warp_tiled_mma(self.atom_dkv_n)
+
+    @cached_property
+    def tiled_mma_dq(self):
+        """dQ = dS.K: (block_m, head_dim)."""
+        return self._warp_tiled_mma(self.atom_dq_m)
+
+    def tiled_copies(self):
+        """Every TiledCopy the backward makes (sm80/bwd_mainloop.h, bwd_epilogue.h), by the name
+        print_kernel_layouts.cpp gives it: each gemm's operands from shared memory, P and dS into it, and the epilogue's
+        dK / dV through it."""
+        return {
+            "GmemTiledCopyQKV": self.gmem_tiled_copy_qkv,
+            "SmemTiledCopyQdO": make_tiled_copy_A(self.smem_copy_atom(), self.tiled_mma_sdp),
+            "SmemTiledCopyKV": make_tiled_copy_B(self.smem_copy_atom(), self.tiled_mma_sdp),
+            "SmemTiledCopyPdS": make_tiled_copy_C(self.smem_copy_atom_store(), self.tiled_mma_sdp),
+            "SmemTiledCopyPdSt": make_tiled_copy_A(self.smem_copy_atom_transposed(), self.tiled_mma_dkv),
+            "SmemTiledCopyQdOt": make_tiled_copy_B(self.smem_copy_atom_transposed(), self.tiled_mma_dkv),
+            "SmemTiledCopydS": make_tiled_copy_A(self.smem_copy_atom(), self.tiled_mma_dq),
+            "SmemTiledCopyKt": make_tiled_copy_B(self.smem_copy_atom_transposed(), self.tiled_mma_dq),
+            "SmemTiledCopydKV": make_tiled_copy_C(self.smem_copy_atom_store(), self.tiled_mma_dkv),
+            "GmemTiledCopy": self.gmem_tiled_copy,
+        }
+
+    def printed(self):
+        """``{name: cute::print string}`` in the order and under the names of print_kernel_layouts.cpp."""
+        fields = {
+            "kBlockM": self.block_m,
+            "kBlockN": self.block_n,
+            "kHeadDim": self.head_dim,
+            "kNWarps": self.n_warps,
+            "kNThreads": self.n_threads,
+            "kStages": self.stages,
+            "TileShape_MNK": self.tile_shape_mnk,
+            "kSmemBytes": self.smem_bytes,
+            "kBlockKSmemPdS": self.block_k_smem_pds,
+            "SmemLayoutAtom": self.smem_layout_atom,
+            "SmemLayoutQdO": self.smem_layout_qdo,
+            "SmemLayoutKV": self.smem_layout_kv,
+            "SmemLayoutPdS": self.smem_layout_pds,
+            "SmemLayoutQdOt": self.smem_layout_qdot,
+            "SmemLayoutKt": self.smem_layout_kt,
+            "SmemLayoutPdSt": self.smem_layout_pdst,
+            "SmemLayoutQdOtNoSwizzle": get_nonswizzle_portion(self.smem_layout_qdot),
+            "SmemLayoutKtNoSwizzle": get_nonswizzle_portion(self.smem_layout_kt),
+            "SmemLayoutPdStNoSwizzle": get_nonswizzle_portion(self.smem_layout_pdst),
+            "GmemLayoutAtom": self.gmem_layout_atom,
+            **_mma_fields("TiledMmaSdP", self.tiled_mma_sdp, atom_shape=True),
+            **_mma_fields("TiledMmadKV", self.tiled_mma_dkv, atom_shape=True),
+            **_mma_fields("TiledMmadQ", self.tiled_mma_dq, atom_shape=True),
+        }
+        for name, tiled_copy in self.tiled_copies().items():
+            fields.update(_copy_fields(name, tiled_copy))
+        return _printed(fields)
+
+    @property
+    def header(self):
+        return f"{self.arch} {self.dtype} hdim{self.head_dim} backward"
 
 
 LONG_SEQLEN_K_MIN = kernel_table.LONG_SEQLEN_K_MIN
@@ -746,9 +905,12 @@ ARCHS = kernel_table.ARCHS
 
 
 def config_for(kernel, dtype, key_split=False):
-    """The configuration of one forward, decode or SM90 backward kernel_table row in one dtype; key_split: a decode
+    """The configuration of one kernel_table row (forward, decode or backward) in one dtype; key_split: a decode
     row's key-split tile (kernel_table.Sm80DecodeTile) rather than its 64-row one."""
     tile = kernel.tile
+    if isinstance(tile, kernel_table.Sm80BwdTile):
+        return Sm80BwdConfig(dtype, kernel.head_dim, tile.block_m, tile.block_n, tile.warps, tile.atom_sdp_m,
+                             tile.atom_dkv_n, tile.atom_dq_m)
     if isinstance(tile, kernel_table.Sm90BwdTile):
         return Sm90BwdConfig(dtype, kernel.head_dim, tile.block_m, tile.block_n, tile.stages, tile.atom_dq_m,
                              tile.keys_along_m, tile.atom_dkv_m)
@@ -785,6 +947,11 @@ def decode_configs():
     tiles), dtype by dtype."""
     return [config_for(k, dtype, key_split) for dtype in DTYPES for k in kernel_table.kernels("decode", "sm80")
             for key_split in (False, True)]
+
+
+def sm80_bwd_configs():
+    """Every shipped SM80 backward configuration, dtype by dtype."""
+    return [config_for(k, dtype) for dtype in DTYPES for k in kernel_table.kernels("bwd", "sm80")]
 
 
 def sm90_bwd_configs():

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from flashcute.kernel_configs import decode_configs, shipped_configs, sm90_bwd_configs  # noqa: E402
+from flashcute.kernel_configs import decode_configs, shipped_configs, sm80_bwd_configs, sm90_bwd_configs  # noqa: E402
 from tests.layout import oracle  # noqa: E402
 
 TOOL = ROOT / "csrc" / "tools" / "print_kernel_layouts.cpp"
@@ -51,18 +51,17 @@ def parse(text):
 
 
 def shipped_instantiations():
-    """"<arch> <dtype> hdim<d>[ decode| backward]" of every generated forward, decode and SM90 backward kernel
-    instantiation (the SM80 backward's traits are not mirrored)."""
+    """"<arch> <dtype> hdim<d>[ decode| backward]" of every generated forward, decode and backward kernel
+    instantiation."""
     found = set()
     for path in (ROOT / "csrc" / "instantiations").glob("*.cu"):
         m = re.fullmatch(r"(fwd|bwd|decode)_(sm\d+)_(fp16|bf16)_hdim(\d+)", path.stem)
         assert m, f"unexpected instantiation file name {path.name}"
-        if (m[1], m[2]) != ("bwd", "sm80"):
-            found.add(f"{m[2]} {m[3]} hdim{m[4]}" + {"fwd": "", "decode": " decode", "bwd": " backward"}[m[1]])
+        found.add(f"{m[2]} {m[3]} hdim{m[4]}" + {"fwd": "", "decode": " decode", "bwd": " backward"}[m[1]])
     return found
 
 
-CONFIGS = shipped_configs() + decode_configs() + sm90_bwd_configs()
+CONFIGS = shipped_configs() + decode_configs() + sm80_bwd_configs() + sm90_bwd_configs()
 
 
 def test_program_prints_every_instantiated_config():

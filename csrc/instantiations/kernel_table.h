@@ -293,5 +293,7 @@ struct BwdTile<256> {
 #define FLASHCUTE_FWD_SM90_KERNELS(X) X(64, kNonCausal) X(64, kCausal) X(96, kNonCausal) X(96, kCausal) X(128, kNonCausal) X(128, kCausal) X(128, kNonCausalLongK) X(192, kNonCausal) X(192, kCausal) X(256, kNonCausal) X(256, kCausal)
 // X(head_dim, variant) for each sm80 decode row, in table order.
 #define FLASHCUTE_DECODE_SM80_KERNELS(X) X(64, kAll) X(96, kAll) X(128, kAll) X(192, kAll) X(256, kAll)
+// X(head_dim, variant) for each sm80 backward row, in table order.
+#define FLASHCUTE_BWD_SM80_KERNELS(X) X(64, kAll) X(96, kAll) X(128, kAll) X(192, kAll) X(256, kAll)
 // X(head_dim, variant) for each sm90 backward row, in table order.
 #define FLASHCUTE_BWD_SM90_KERNELS(X) X(64, kAll) X(96, kAll) X(128, kAll) X(192, kAll) X(256, kAll)

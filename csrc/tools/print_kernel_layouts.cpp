@@ -21,6 +21,7 @@ void __syncthreads();
 #include <cute/tensor.hpp>
 
 #include "instantiations/kernel_table.h"
+#include "sm80/bwd_kernel_traits.h"
 #include "sm80/kernel_traits.h"
 #include "sm90/bwd_kernel_traits.h"
 #include "sm90/kernel_traits.h"
@@ -116,6 +117,57 @@ void mma_fields(char const* name, TiledMma const& tiled_mma) {
   print(tiled_mma.get_layoutB_TV());
   printf("\n%s.layoutC_TV: ", name);
   print(tiled_mma.get_layoutC_TV());
+  printf("\n");
+}
+
+// The SM80 backward (csrc/sm80/bwd_kernel_traits.h): its layouts, its three TiledMMAs, and every TiledCopy that
+// sm80/bwd_mainloop.h and bwd_epilogue.h make from them.
+template <class Traits>
+void print_sm80_bwd() {
+  using Element = typename Traits::Element;
+  printf("== sm80 %s hdim%d backward\n", dtype_name<Element>(), Traits::kHeadDim);
+  field("kBlockM", Traits::kBlockM);
+  field("kBlockN", Traits::kBlockN);
+  field("kHeadDim", Traits::kHeadDim);
+  field("kNWarps", Traits::kNWarps);
+  field("kNThreads", Traits::kNThreads);
+  field("kStages", Traits::kStages);
+  field("TileShape_MNK", typename Traits::TileShape_MNK{});
+  field("kSmemBytes", Traits::kSmemBytes);
+  field("kBlockKSmemPdS", Traits::kBlockKSmemPdS);
+
+  field("SmemLayoutAtom", typename Traits::SmemLayoutAtom{});
+  field("SmemLayoutQdO", typename Traits::SmemLayoutQdO{});
+  field("SmemLayoutKV", typename Traits::SmemLayoutKV{});
+  field("SmemLayoutPdS", typename Traits::SmemLayoutPdS{});
+  field("SmemLayoutQdOt", typename Traits::SmemLayoutQdOt{});
+  field("SmemLayoutKt", typename Traits::SmemLayoutKt{});
+  field("SmemLayoutPdSt", typename Traits::SmemLayoutPdSt{});
+  field("SmemLayoutQdOtNoSwizzle", typename Traits::SmemLayoutQdOtNoSwizzle{});
+  field("SmemLayoutKtNoSwizzle", typename Traits::SmemLayoutKtNoSwizzle{});
+  field("SmemLayoutPdStNoSwizzle", typename Traits::SmemLayoutPdStNoSwizzle{});
+  field("GmemLayoutAtom", typename Traits::GmemLayoutAtom{});
+
+  typename Traits::TiledMmaSdP tiled_mma_sdp;
+  typename Traits::TiledMmadKV tiled_mma_dkv;
+  typename Traits::TiledMmadQ tiled_mma_dq;
+  mma_fields("TiledMmaSdP", tiled_mma_sdp);
+  mma_fields("TiledMmadKV", tiled_mma_dkv);
+  mma_fields("TiledMmadQ", tiled_mma_dq);
+
+  using Ldsm = typename Traits::SmemCopyAtom;
+  using LdsmT = typename Traits::SmemCopyAtomTransposed;
+  using Store = typename Traits::SmemCopyAtomStore;
+  copy_fields("GmemTiledCopyQKV", typename Traits::GmemTiledCopyQKV{});
+  copy_fields("SmemTiledCopyQdO", make_tiled_copy_A(Ldsm{}, tiled_mma_sdp));
+  copy_fields("SmemTiledCopyKV", make_tiled_copy_B(Ldsm{}, tiled_mma_sdp));
+  copy_fields("SmemTiledCopyPdS", make_tiled_copy_C(Store{}, tiled_mma_sdp));
+  copy_fields("SmemTiledCopyPdSt", make_tiled_copy_A(LdsmT{}, tiled_mma_dkv));
+  copy_fields("SmemTiledCopyQdOt", make_tiled_copy_B(LdsmT{}, tiled_mma_dkv));
+  copy_fields("SmemTiledCopydS", make_tiled_copy_A(Ldsm{}, tiled_mma_dq));
+  copy_fields("SmemTiledCopyKt", make_tiled_copy_B(LdsmT{}, tiled_mma_dq));
+  copy_fields("SmemTiledCopydKV", make_tiled_copy_C(Store{}, tiled_mma_dkv));
+  copy_fields("GmemTiledCopy", typename Traits::GmemTiledCopy{});
   printf("\n");
 }
 
@@ -235,6 +287,10 @@ void print_sm80_all() {
   print_sm80<typename flashcute::sm80::DecodeTraits<Element, HEAD_DIM>::KeySplit>(" decode key-split");
   FLASHCUTE_DECODE_SM80_KERNELS(FLASHCUTE_PRINT_DECODE)
 #undef FLASHCUTE_PRINT_DECODE
+#define FLASHCUTE_PRINT_SM80_BWD(HEAD_DIM, VARIANT) \
+  print_sm80_bwd<typename flashcute::sm80::DefaultBwdTraits<Element, HEAD_DIM>::type>();
+  FLASHCUTE_BWD_SM80_KERNELS(FLASHCUTE_PRINT_SM80_BWD)
+#undef FLASHCUTE_PRINT_SM80_BWD
 }
 
 template <class Element>
