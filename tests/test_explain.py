@@ -403,14 +403,36 @@ def test_bwd_summary_of_the_queries_along_m_plan():
     assert "64 keys per CTA (queries along M" in text and "dK^T + dV^T 128 (across the Q blocks)" in text
 
 
-def test_bwd_cli_rejects_other_archs_head_dims_and_pictures(tmp_path, capsys):
-    for argv, message in ((["--arch", "sm80"], "--op bwd explains the SM90 backward: pass --arch sm90"),
-                          (["--arch", "sm90", "--hdim", "160"], "head_dim must be one of (64, 96, 128, 192, 256) for"),
+def test_bwd_cli_rejects_other_head_dims_and_pictures(tmp_path, capsys):
+    for argv, message in ((["--arch", "sm90", "--hdim", "160"], "head_dim must be one of (64, 96, 128, 192, 256) for"),
+                          (["--arch", "sm80", "--hdim", "80"], "for the SM80 backward, got 80"),
                           (["--arch", "sm90", "--pictures", "tiling"], "pictures must be among smem, mma_tv")):
         with pytest.raises(SystemExit) as e:
             explain.main(["--op", "bwd", *argv, "-o", str(tmp_path)])
         assert e.value.code == 2
         assert message in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------ SM80 backward
+SM80_BWD_STEMS = ("smem_SmemLayoutQdO", "smem_SmemLayoutKV", "smem_SmemLayoutPdS", "mma_tv_SdP", "mma_tv_dKV",
+                  "mma_tv_dQ")
+
+
+def test_sm80_bwd_cli_writes_its_numbers_and_smem_pictures(tmp_path):
+    assert explain.main(["--op", "bwd", "--arch", "sm80", "--dtype", "fp16", "--hdim", "128", "--pictures", "smem",
+                         "-o", str(tmp_path)]) == 0
+    _check_pictures(tmp_path, SM80_BWD_STEMS[:3])
+    s = json.loads((tmp_path / "summary.json").read_text())
+    cfg = kernel_configs.config_for(kernel_table.find("bwd", "sm80", 128, "all"), "fp16")
+    assert s["layouts"] == cfg.printed()
+    # kernel_table's FlashAttention-2 tile: 64 query rows, 128 keys, 8 warps; two Q and dO stages, K, V, P and dS
+    assert (s["config"]["block_m"], s["config"]["block_n"], s["config"]["threads"]) == (64, 128, 256)
+    assert s["smem_bytes"] == (2 * 2 * 64 * 128 + 2 * 128 * 128 + 2 * 64 * 128) * 2
+    # 256 threads: dK and dV of 128 x 128 each, S and dP of 64 x 128, dQ of 64 x 128
+    assert s["accumulators_per_thread"] == {"dK + dV": 128, "S + dP": 64, "dQ": 32}
+    text = (tmp_path / "summary.txt").read_text()
+    assert "flashcute sm80 backward fp16 hdim128: 128 keys per CTA" in text and "S/dP 2 x 4, dK/dV 4 x 2" in text
+
 
 
 # ------------------------------------------------------------------------------------------------ every picture
@@ -433,3 +455,12 @@ def test_every_picture_of_every_sm90_backward_config(cfg, tmp_path):
     s = explain.explain_backward(cfg.dtype, cfg.head_dim, tmp_path)
     _check_pictures(tmp_path, bwd_stems(cfg))
     assert len(s["files"]) == 2 * len(bwd_stems(cfg)) + 2
+
+
+@pytest.mark.skipif(not os.environ.get("FLASHCUTE_EXPLAIN_ALL"), reason="FLASHCUTE_EXPLAIN_ALL=1 draws every picture "
+                    "of every shipped configuration (about a minute each)")
+@pytest.mark.parametrize("cfg", kernel_configs.sm80_bwd_configs(), ids=lambda c: c.header.replace(" ", "-"))
+def test_every_picture_of_every_sm80_backward_config(cfg, tmp_path):
+    s = explain.explain_backward(cfg.dtype, cfg.head_dim, tmp_path, arch="sm80")
+    _check_pictures(tmp_path, SM80_BWD_STEMS)
+    assert len(s["files"]) == 2 * len(SM80_BWD_STEMS) + 2

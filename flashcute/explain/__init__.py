@@ -4,8 +4,9 @@
     python -m flashcute.explain --arch sm90 --dtype bf16 --hdim 128 [--causal] -o DIR
     python -m flashcute.explain ... --pictures tiling,thread_path -o DIR   (some pictures only: the MMA and
                                                                             smem pictures take a minute)
-    python -m flashcute.explain --op bwd --arch sm90 --dtype bf16 --hdim 128 -o DIR   (the SM90 backward:
-                                    smem and mma_tv pictures and its numbers; flashcute/explain/backward.py)
+    python -m flashcute.explain --op bwd --arch sm90 --dtype bf16 --hdim 128 -o DIR   (the SM90 backward, or
+                                    the SM80 one with --arch sm80: smem and mma_tv pictures and its numbers;
+                                    flashcute/explain/backward.py)
     python -m flashcute.explain --op decode --hdim 128 --batch 8 --heads 32 --heads-kv 8 --seqlen-k 131072
                                     [--seqlen 4] [--page-size 64] -o DIR   (the split-KV decode kernel's plan for one
                                     step, decode.txt / decode.json; flashcute/explain/decode.py)
@@ -30,8 +31,8 @@ address comes from the kernel's TiledCopy thread-value layouts applied to its sh
 
 One module per idea: ptxas (registers and spills: SM80 measured, SM90 derived), occupancy (the device model),
 smem (shared-memory addresses and banks), problem (grid, FLOPs, bytes, Nsight Compute counts), draw (the
-pictures), summary (the numbers as a dict and as text, ``explain`` and the command line), backward (the SM90
-backward's numbers and pictures), decode (the decode kernel's plan: tile, split count, residency).
+pictures), summary (the numbers as a dict and as text, ``explain`` and the command line), backward (the
+backwards' numbers and pictures), decode (the decode kernel's plan: tile, split count, residency).
 """
 
 from .backward import bwd_summary, explain_backward

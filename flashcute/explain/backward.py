@@ -1,13 +1,20 @@
-"""The SM90 backward kernel explained: its tiles, registers, shared memory and the pictures of its layouts.
+"""The backward kernels explained: their tiles, registers, shared memory and the pictures of their layouts.
 
     python -m flashcute.explain --op bwd --arch sm90 --dtype bf16 --hdim 128 -o DIR
+    python -m flashcute.explain --op bwd --arch sm80 --dtype bf16 --hdim 128 -o DIR
 
-Everything comes from flashcute.kernel_configs' Sm90BwdConfig, which tests/test_kernel_layouts.py holds equal to
-csrc/sm90/bwd_kernel_traits.h. DIR receives (PNG and SVG) smem_<Layout> (the first bank of every 16-byte chunk of
-Q, K and dS, or SmemLayoutPdS, the P and dS stages, with queries along M), mma_tv_SdP (S^T = K.Q^T: keys along M,
-64 per consumer warpgroup; or S = Q.K^T with the keys split over the warpgroups), mma_tv_dKV_A (keys along M:
-P^T and dS^T as the dV / dK gemms' register A operand) or mma_tv_dKV (queries along M: dK^T = Q^T.dS, both
-operands in shared memory), mma_tv_dQ (dQ = dS.K), and summary.txt / summary.json.
+Everything comes from flashcute.kernel_configs' Sm90BwdConfig and Sm80BwdConfig, which tests/test_kernel_layouts.py
+holds equal to csrc/sm90/bwd_kernel_traits.h and csrc/sm80/bwd_kernel_traits.h. DIR receives (PNG and SVG):
+
+- SM90: smem_<Layout> (the first bank of every 16-byte chunk of Q, K and dS, or SmemLayoutPdS, the P and dS
+  stages, with queries along M), mma_tv_SdP (S^T = K.Q^T: keys along M, 64 per consumer warpgroup; or S = Q.K^T
+  with the keys split over the warpgroups), mma_tv_dKV_A (keys along M: P^T and dS^T as the dV / dK gemms'
+  register A operand) or mma_tv_dKV (queries along M: dK^T = Q^T.dS, both operands in shared memory), mma_tv_dQ
+  (dQ = dS.K);
+- SM80: smem_<Layout> of Q (= dO), K (= V) and P (= dS), and mma_tv_SdP (S = Q.K^T), mma_tv_dKV (dV = P^T.dO),
+  mma_tv_dQ (dQ = dS.K): each gemm's own warp arrangement;
+
+and summary.txt / summary.json.
 """
 
 import json
@@ -22,15 +29,19 @@ from .draw import _save_drawing, draw_chunk_banks
 BWD_PICTURES = ("smem", "mma_tv")
 
 
-def bwd_config(dtype, head_dim):
-    """The shipped SM90 backward configuration for (dtype, head_dim); ValueError naming the choices otherwise."""
-    return kernel_configs.config_for(kernel_configs.shipped_kernel("bwd", "sm90", dtype, head_dim, "the SM90 backward"),
-                                     dtype)
+def bwd_config(dtype, head_dim, arch="sm90"):
+    """The shipped backward configuration for (arch, dtype, head_dim); ValueError naming the choices otherwise."""
+    if arch not in kernel_configs.ARCHS:
+        raise ValueError(f"arch must be one of {kernel_configs.ARCHS}, got {arch!r}")
+    kernel = kernel_configs.shipped_kernel("bwd", arch, dtype, head_dim, f"the {arch.upper()} backward")
+    return kernel_configs.config_for(kernel, dtype)
 
 
 def bwd_summary(cfg):
-    """The backward's numbers as a JSON-able dict: tile, threads and registers, shared memory, what each consumer
-    thread holds in registers across the Q blocks and per step, and ptxas's spills."""
+    """The backward's numbers as a JSON-able dict (SM80: sm80_bwd_summary): tile, threads and registers, shared
+    memory, what each consumer thread holds in registers across the Q blocks and per step, and ptxas's spills."""
+    if cfg.arch == "sm80":
+        return sm80_bwd_summary(cfg)
     consumers = cfg.n_mma_warpgroups * 128
     kernel = kernel_table.find("bwd", "sm90", cfg.head_dim, "all")
     spills = {("causal" if causal else "non-causal"): ptxas.numbers(kernel, cfg.dtype, "sm_90a", causal)
@@ -57,7 +68,44 @@ def bwd_summary(cfg):
     }
 
 
+def sm80_bwd_summary(cfg):
+    """The SM80 backward's numbers: tile, warps per gemm, shared memory, and what each thread holds in registers
+    (its registers and spills are not in flashcute.explain.ptxas's table)."""
+    threads = cfg.n_threads
+    return {
+        "config": {"arch": "sm80", "op": "bwd", "dtype": cfg.dtype, "head_dim": cfg.head_dim,
+                   "block_m": cfg.block_m, "block_n": cfg.block_n, "stages": cfg.stages, "warps": cfg.n_warps,
+                   "atom_sdp_m": cfg.atom_sdp_m, "atom_dkv_n": cfg.atom_dkv_n, "atom_dq_m": cfg.atom_dq_m,
+                   "threads": threads, "mma_atom": cfg.mma_op},
+        "layouts": cfg.printed(),
+        "smem_bytes": cfg.smem_bytes,
+        # float32 accumulators per thread: dK and dV live across the Q blocks; S, dP and dQ per step
+        "accumulators_per_thread": {
+            "dK + dV": 2 * cfg.block_n * cfg.head_dim // threads,
+            "S + dP": 2 * cfg.block_m * cfg.block_n // threads,
+            "dQ": cfg.block_m * cfg.head_dim // threads,
+        },
+    }
+
+
+def sm80_bwd_summary_text(s):
+    c = s["config"]
+    (dkv, n_dkv), (sdp, n_sdp), (_, n_dq) = s["accumulators_per_thread"].items()
+    w = c["warps"]
+    lines = [f"flashcute sm80 backward {c['dtype']} hdim{c['head_dim']}: {c['block_n']} keys per CTA, Q/dO blocks "
+             f"of {c['block_m']} rows in {c['stages']} stages, {c['threads']} threads ({w} warps)",
+             f"  MMA atom {c['mma_atom']}; warps (along M x along N): S/dP {c['atom_sdp_m']} x "
+             f"{w // c['atom_sdp_m']}, dK/dV {c['atom_dkv_n']} x {w // c['atom_dkv_n']}, dQ {c['atom_dq_m']} x "
+             f"{w // c['atom_dq_m']}; dQ added into a float32 accumulator in global memory",
+             f"  float32 accumulators per thread: {dkv} {n_dkv} (across the Q blocks), {sdp} {n_sdp} and dQ {n_dq} "
+             f"(per step)",
+             f"  shared memory: {s['smem_bytes']} bytes ({s['smem_bytes'] / 1024:.1f} KiB)"]
+    return "\n".join(lines) + "\n"
+
+
 def bwd_summary_text(s):
+    if s["config"]["arch"] == "sm80":
+        return sm80_bwd_summary_text(s)
     c, r = s["config"], s["registers"]
     (dkv, n_dkv), (sdp, n_sdp), (_, n_dq) = s["accumulators_per_thread"].items()
     sdp_atom, dkv_atom, dq_atom = c["mma_atoms"]
@@ -86,14 +134,35 @@ def bwd_summary_text(s):
 
 def draw_bwd_smem(cfg, out_dir):
     """Q (= dO), K and dS (or P and dS) in 16-byte chunks: the first bank of each, stage 0, the first rows."""
-    files = []
-    ds_is = "" if cfg.keys_along_m else " (P's stages and dS's)"
-    for name, layout, rows_are, cols_are in (
-            ("SmemLayoutQ", cfg.smem_layout_q, "query positions", "16-byte chunks of the head dim (= SmemLayoutdO)"),
-            ("SmemLayoutK", cfg.smem_layout_k, "key positions", "16-byte chunks of the head dim"),
-            (f"SmemLayout{cfg.ds_name}", cfg.smem_layout_ds, "query positions", f"16-byte chunks of the keys{ds_is}")):
-        files += draw_chunk_banks(name, layout, cfg.element_bytes, f"rows: {rows_are}, columns: {cols_are}", out_dir)
-    return files
+    if cfg.arch == "sm80":
+        layouts = (("SmemLayoutQdO", cfg.smem_layout_qdo, "query positions", "16-byte chunks of the head dim (Q, dO)"),
+                   ("SmemLayoutKV", cfg.smem_layout_kv, "key positions", "16-byte chunks of the head dim (K, V)"),
+                   ("SmemLayoutPdS", cfg.smem_layout_pds, "query positions", "16-byte chunks of the keys (P, dS)"))
+    else:
+        ds_is = "" if cfg.keys_along_m else " (P's stages and dS's)"
+        layouts = (("SmemLayoutQ", cfg.smem_layout_q, "query positions",
+                    "16-byte chunks of the head dim (= SmemLayoutdO)"),
+                   ("SmemLayoutK", cfg.smem_layout_k, "key positions", "16-byte chunks of the head dim"),
+                   (f"SmemLayout{cfg.ds_name}", cfg.smem_layout_ds, "query positions",
+                    f"16-byte chunks of the keys{ds_is}"))
+    return [path for name, layout, rows_are, cols_are in layouts
+            for path in draw_chunk_banks(name, layout, cfg.element_bytes, f"rows: {rows_are}, columns: {cols_are}",
+                                         out_dir)]
+
+
+def _draw_sm80_bwd_mma_tv(cfg, head):
+    """The three gemms, each with its own warp arrangement."""
+    def title(name, mma, what):
+        return f"{name} of {head}: {mma.atom.name}, tile {to_str(mma.tile_shape)}\n{what}"
+    return (("mma_tv_SdP", draw_mma(cfg.tiled_mma_sdp, title=title(
+                "TiledMmaSdP", cfg.tiled_mma_sdp, "A = Q (queries x head dim), B = K (keys x head dim, drawn K x N), "
+                "C = S (queries x keys); dP = dO.V^T alike"))),
+            ("mma_tv_dKV", draw_mma(cfg.tiled_mma_dkv, title=title(
+                "TiledMmadKV", cfg.tiled_mma_dkv, "A = P^T (keys x queries), B = dO^T (head dim x queries, drawn K x "
+                "N), C = dV (keys x head dim); dK = dS^T.Q alike"))),
+            ("mma_tv_dQ", draw_mma(cfg.tiled_mma_dq, title=title(
+                "TiledMmadQ", cfg.tiled_mma_dq, "A = dS (queries x keys), B = K^T (head dim x keys, drawn K x N), "
+                "C = dQ (queries x head dim)"))))
 
 
 def _draw_bwd_mma_tv_keys_along_m(cfg, head):
@@ -121,7 +190,10 @@ def _draw_bwd_mma_tv_queries_along_m(cfg, head):
 
 def draw_bwd_mma_tv(cfg, out_dir):
     """The three TiledMMAs, as each plan uses them."""
-    head = f"sm90 {cfg.dtype} hdim{cfg.head_dim} backward"
+    head = cfg.header
+    if cfg.arch == "sm80":
+        return [path for stem, drawing in _draw_sm80_bwd_mma_tv(cfg, head)
+                for path in _save_drawing(drawing, out_dir, stem)]
     dq = cfg.tiled_mma_dq
     title_dq = (f"TiledMmadQ of {head}: {dq.atom.name}, tile {to_str(dq.tile_shape)}\nA = dS (queries x keys, from "
                 f"shared memory), B = K^T (head dim x keys), C = dQ (queries x head dim)")
@@ -130,10 +202,10 @@ def draw_bwd_mma_tv(cfg, out_dir):
     return [path for stem, drawing in drawings for path in _save_drawing(drawing, out_dir, stem)]
 
 
-def explain_backward(dtype, head_dim, out_dir, pictures=BWD_PICTURES):
+def explain_backward(dtype, head_dim, out_dir, pictures=BWD_PICTURES, arch="sm90"):
     """Write the backward's pictures (names from BWD_PICTURES) and summary into ``out_dir``; returns the summary
     dict (also summary.json) with the written files under "files"."""
-    cfg = bwd_config(dtype, head_dim)
+    cfg = bwd_config(dtype, head_dim, arch)
     if unknown := sorted(set(pictures) - set(BWD_PICTURES)):
         raise ValueError(f"pictures must be among {', '.join(BWD_PICTURES)} for the backward; got {', '.join(unknown)}")
     out_dir = Path(out_dir)

@@ -144,7 +144,7 @@ def main(argv=None):
         prog="python -m flashcute.explain",
         description="Draw and explain a shipped flashcute kernel configuration (no GPU needed).")
     parser.add_argument("--op", default="fwd", choices=("fwd", "bwd", "decode"),
-                        help="the forward kernel, the SM90 backward (--arch sm90; its layouts and numbers only), or "
+                        help="the forward kernel, the backward (its layouts and numbers only), or "
                              "the split-KV decode kernel's plan for one step (--seqlen-k cached keys)")
     parser.add_argument("--arch", default="sm80", choices=kernel_configs.ARCHS)
     parser.add_argument("--dtype", default="bf16", choices=kernel_configs.DTYPES)
@@ -168,8 +168,6 @@ def main(argv=None):
                              f"{','.join(BWD_PICTURES)})")
     parser.add_argument("-o", "--out", required=True, help="output folder")
     args = parser.parse_args(argv)
-    if args.op == "bwd" and args.arch != "sm90":
-        parser.error(f"--op bwd explains the SM90 backward: pass --arch sm90 (got --arch {args.arch})")
     if args.op == "decode" and args.seqlen_k is None:
         parser.error("--op decode needs --seqlen-k: the keys in the cache")
     if args.op != "decode" and (args.heads_kv is not None or args.page_size is not None or args.seqlen_new is not None):
@@ -186,7 +184,7 @@ def main(argv=None):
             print(f"\nwrote {len(summary['files'])} files to {args.out}")
             return 0
         if args.op == "bwd":
-            summary = explain_backward(args.dtype, args.hdim, args.out, pictures)
+            summary = explain_backward(args.dtype, args.hdim, args.out, pictures, args.arch)
         else:
             lengths = [int(n) for n in args.lengths.split(",") if n.strip()]
             summary = explain(args.arch, args.dtype, args.hdim, args.out, 2000 if args.seqlen is None else args.seqlen,
