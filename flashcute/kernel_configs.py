@@ -366,20 +366,59 @@ class Sm80BwdConfig(_Sm80CopyTraits):
         """dQ = dS.K: (block_m, head_dim)."""
         return self._warp_tiled_mma(self.atom_dq_m)
 
+    # -- shared memory <-> registers (sm80/bwd_mainloop.h, bwd_epilogue.h) --------------------------
+    @cached_property
+    def smem_tiled_copy_qdo(self):
+        """Q and dO, the S and dP gemms' A operands (ldmatrix)."""
+        return make_tiled_copy_A(self.smem_copy_atom(), self.tiled_mma_sdp)
+
+    @cached_property
+    def smem_tiled_copy_kv(self):
+        """K and V, the S and dP gemms' B operands (ldmatrix)."""
+        return make_tiled_copy_B(self.smem_copy_atom(), self.tiled_mma_sdp)
+
+    @cached_property
+    def smem_tiled_copy_pds(self):
+        """P and dS from the S and dP accumulators into shared memory."""
+        return make_tiled_copy_C(self.smem_copy_atom_store(), self.tiled_mma_sdp)
+
+    @cached_property
+    def smem_tiled_copy_pdst(self):
+        """P^T and dS^T, the dV and dK gemms' A operands (ldmatrix.trans)."""
+        return make_tiled_copy_A(self.smem_copy_atom_transposed(), self.tiled_mma_dkv)
+
+    @cached_property
+    def smem_tiled_copy_qdot(self):
+        """dO^T and Q^T, the dV and dK gemms' B operands (ldmatrix.trans)."""
+        return make_tiled_copy_B(self.smem_copy_atom_transposed(), self.tiled_mma_dkv)
+
+    @cached_property
+    def smem_tiled_copy_ds(self):
+        """dS, the dQ gemm's A operand (ldmatrix)."""
+        return make_tiled_copy_A(self.smem_copy_atom(), self.tiled_mma_dq)
+
+    @cached_property
+    def smem_tiled_copy_kt(self):
+        """K^T, the dQ gemm's B operand (ldmatrix.trans)."""
+        return make_tiled_copy_B(self.smem_copy_atom_transposed(), self.tiled_mma_dq)
+
+    @cached_property
+    def smem_tiled_copy_dkv(self):
+        """The epilogue's dK and dV registers into K's and V's buffers."""
+        return make_tiled_copy_C(self.smem_copy_atom_store(), self.tiled_mma_dkv)
+
     def tiled_copies(self):
-        """Every TiledCopy the backward makes (sm80/bwd_mainloop.h, bwd_epilogue.h), by the name
-        print_kernel_layouts.cpp gives it: each gemm's operands from shared memory, P and dS into it, and the epilogue's
-        dK / dV through it."""
+        """Every TiledCopy the backward makes, by the name print_kernel_layouts.cpp gives it."""
         return {
             "GmemTiledCopyQKV": self.gmem_tiled_copy_qkv,
-            "SmemTiledCopyQdO": make_tiled_copy_A(self.smem_copy_atom(), self.tiled_mma_sdp),
-            "SmemTiledCopyKV": make_tiled_copy_B(self.smem_copy_atom(), self.tiled_mma_sdp),
-            "SmemTiledCopyPdS": make_tiled_copy_C(self.smem_copy_atom_store(), self.tiled_mma_sdp),
-            "SmemTiledCopyPdSt": make_tiled_copy_A(self.smem_copy_atom_transposed(), self.tiled_mma_dkv),
-            "SmemTiledCopyQdOt": make_tiled_copy_B(self.smem_copy_atom_transposed(), self.tiled_mma_dkv),
-            "SmemTiledCopydS": make_tiled_copy_A(self.smem_copy_atom(), self.tiled_mma_dq),
-            "SmemTiledCopyKt": make_tiled_copy_B(self.smem_copy_atom_transposed(), self.tiled_mma_dq),
-            "SmemTiledCopydKV": make_tiled_copy_C(self.smem_copy_atom_store(), self.tiled_mma_dkv),
+            "SmemTiledCopyQdO": self.smem_tiled_copy_qdo,
+            "SmemTiledCopyKV": self.smem_tiled_copy_kv,
+            "SmemTiledCopyPdS": self.smem_tiled_copy_pds,
+            "SmemTiledCopyPdSt": self.smem_tiled_copy_pdst,
+            "SmemTiledCopyQdOt": self.smem_tiled_copy_qdot,
+            "SmemTiledCopydS": self.smem_tiled_copy_ds,
+            "SmemTiledCopyKt": self.smem_tiled_copy_kt,
+            "SmemTiledCopydKV": self.smem_tiled_copy_dkv,
             "GmemTiledCopy": self.gmem_tiled_copy,
         }
 

@@ -432,6 +432,19 @@ def test_sm80_bwd_cli_writes_its_numbers_and_smem_pictures(tmp_path):
     assert s["accumulators_per_thread"] == {"dK + dV": 128, "S + dP": 64, "dQ": 32}
     text = (tmp_path / "summary.txt").read_text()
     assert "flashcute sm80 backward fp16 hdim128: 128 keys per CTA" in text and "S/dP 2 x 4, dK/dV 4 x 2" in text
+    assert [r["access"] for r in s["bank_conflicts"]] == [a.name for a in explain.smem.SM80_BWD_ACCESSES]
+    assert "P^T, dS^T smem->regs   ldmatrix.x4.trans" in text
+
+
+@pytest.mark.parametrize("cfg", kernel_configs.sm80_bwd_configs(), ids=lambda c: c.header.replace(" ", "-"))
+def test_sm80_bwd_shared_memory_is_conflict_free_with_its_swizzles(cfg):
+    reports = explain.kernel_access_reports(cfg, explain.smem.SM80_BWD_ACCESSES)
+    assert all(r.swizzled.total()[2] == 0 for r in reports), [r.row() for r in reports if r.swizzled.total()[2]]
+    # what the swizzles buy: without them the ldmatrix reads and the accumulators' stores conflict (8-way with 128-byte
+    # rows, 4-way with hdim 96's 64-byte ones)
+    unswizzled = {r.access.name: int(r.unswizzled.degree.max()) for r in reports}
+    expected = 4 if cfg.head_dim == 96 else 8
+    assert unswizzled["K^T smem->regs"] == unswizzled["Q, dO smem->regs"] == expected
 
 
 

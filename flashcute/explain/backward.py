@@ -11,8 +11,9 @@ holds equal to csrc/sm90/bwd_kernel_traits.h and csrc/sm80/bwd_kernel_traits.h. 
   with the keys split over the warpgroups), mma_tv_dKV_A (keys along M: P^T and dS^T as the dV / dK gemms'
   register A operand) or mma_tv_dKV (queries along M: dK^T = Q^T.dS, both operands in shared memory), mma_tv_dQ
   (dQ = dS.K);
-- SM80: smem_<Layout> of Q (= dO), K (= V) and P (= dS), and mma_tv_SdP (S = Q.K^T), mma_tv_dKV (dV = P^T.dO),
-  mma_tv_dQ (dQ = dS.K): each gemm's own warp arrangement;
+- SM80: smem_<Layout> of Q (= dO), K (= V) and P (= dS), bank_conflicts (every shared-memory instruction of the
+  kernel, swizzled and not: SM80_BWD_ACCESSES), and mma_tv_SdP (S = Q.K^T), mma_tv_dKV (dV = P^T.dO), mma_tv_dQ
+  (dQ = dS.K): each gemm's own warp arrangement;
 
 and summary.txt / summary.json.
 """
@@ -24,9 +25,12 @@ from .. import kernel_configs, kernel_table
 from ..layout import to_str
 from ..layout.draw import draw_mma, draw_tv
 from . import ptxas
-from .draw import _save_drawing, draw_chunk_banks
+from .draw import _save_drawing, draw_bank_conflicts, draw_chunk_banks
+from .smem import SM80_BWD_ACCESSES, kernel_access_reports
 
-BWD_PICTURES = ("smem", "mma_tv")
+# the pictures of each arch's backward (the SM90 backward's operands are read by wgmma through descriptors, whose
+# shared-memory reads the bank model does not cover)
+BWD_PICTURES = {"sm80": ("smem", "bank_conflicts", "mma_tv"), "sm90": ("smem", "mma_tv")}
 
 
 def bwd_config(dtype, head_dim, arch="sm90"):
@@ -72,6 +76,7 @@ def sm80_bwd_summary(cfg):
     """The SM80 backward's numbers: tile, warps per gemm, shared memory, and what each thread holds in registers
     (its registers and spills are not in flashcute.explain.ptxas's table)."""
     threads = cfg.n_threads
+    reports = kernel_access_reports(cfg, SM80_BWD_ACCESSES)
     return {
         "config": {"arch": "sm80", "op": "bwd", "dtype": cfg.dtype, "head_dim": cfg.head_dim,
                    "block_m": cfg.block_m, "block_n": cfg.block_n, "stages": cfg.stages, "warps": cfg.n_warps,
@@ -85,6 +90,7 @@ def sm80_bwd_summary(cfg):
             "S + dP": 2 * cfg.block_m * cfg.block_n // threads,
             "dQ": cfg.block_m * cfg.head_dim // threads,
         },
+        "bank_conflicts": [r.row() for r in reports],
     }
 
 
@@ -99,7 +105,15 @@ def sm80_bwd_summary_text(s):
              f"{w // c['atom_dq_m']}; dQ added into a float32 accumulator in global memory",
              f"  float32 accumulators per thread: {dkv} {n_dkv} (across the Q blocks), {sdp} {n_sdp} and dQ {n_dq} "
              f"(per step)",
-             f"  shared memory: {s['smem_bytes']} bytes ({s['smem_bytes'] / 1024:.1f} KiB)"]
+             f"  shared memory: {s['smem_bytes']} bytes ({s['smem_bytes'] / 1024:.1f} KiB)",
+             "", "Shared-memory bank conflicts, predicted per CTA (shipped swizzle | without the swizzle):"]
+    lines.append(f"  {'access':<22} {'instruction':<18} {'when':<12} {'/thread':>7} {'wavefr.':>8} {'ideal':>7} "
+                 f"{'worst':>6} | {'wavefr.':>8} {'worst':>6}")
+    for r in s["bank_conflicts"]:
+        lines.append(f"  {r['access']:<22} {r['instruction']:<18} {r['when']:<12} {r['instructions_per_thread']:>7} "
+                     f"{r['wavefronts']:>8} {r['ideal_wavefronts']:>7} {str(r['worst_degree']) + '-way':>6} | "
+                     f"{r['unswizzled_wavefronts']:>8} {str(r['unswizzled_worst_degree']) + '-way':>6}")
+    lines.append("  (a row naming two tensors counts one of them: the other's copy is the same)")
     return "\n".join(lines) + "\n"
 
 
@@ -202,17 +216,22 @@ def draw_bwd_mma_tv(cfg, out_dir):
     return [path for stem, drawing in drawings for path in _save_drawing(drawing, out_dir, stem)]
 
 
-def explain_backward(dtype, head_dim, out_dir, pictures=BWD_PICTURES, arch="sm90"):
-    """Write the backward's pictures (names from BWD_PICTURES) and summary into ``out_dir``; returns the summary
-    dict (also summary.json) with the written files under "files"."""
+def explain_backward(dtype, head_dim, out_dir, pictures=None, arch="sm90"):
+    """Write the backward's pictures (names from BWD_PICTURES[arch], default all) and summary into ``out_dir``;
+    returns the summary dict (also summary.json) with the written files under "files"."""
     cfg = bwd_config(dtype, head_dim, arch)
-    if unknown := sorted(set(pictures) - set(BWD_PICTURES)):
-        raise ValueError(f"pictures must be among {', '.join(BWD_PICTURES)} for the backward; got {', '.join(unknown)}")
+    known = BWD_PICTURES[arch]
+    pictures = known if pictures is None else pictures
+    if unknown := sorted(set(pictures) - set(known)):
+        raise ValueError(f"pictures must be among {', '.join(known)} for the {arch.upper()} backward; got "
+                         f"{', '.join(unknown)}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = bwd_summary(cfg)
-    drawers = {"smem": draw_bwd_smem, "mma_tv": draw_bwd_mma_tv}
-    files = [path for name in BWD_PICTURES if name in pictures for path in drawers[name](cfg, out_dir)]
+    drawers = {"smem": draw_bwd_smem, "mma_tv": draw_bwd_mma_tv,
+               "bank_conflicts": lambda cfg, out: draw_bank_conflicts(
+                   cfg, kernel_access_reports(cfg, SM80_BWD_ACCESSES), out, cfg.header)}
+    files = [path for name in known if name in pictures for path in drawers[name](cfg, out_dir)]
     (out_dir / "summary.txt").write_text(bwd_summary_text(summary))
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     summary["files"] = [str(p) for p in files] + [str(out_dir / "summary.txt"), str(out_dir / "summary.json")]

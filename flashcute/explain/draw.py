@@ -213,7 +213,9 @@ def draw_mma_tv(cfg, out_dir):
             + _save_drawing(draw_tv(o.get_layoutA_TV(), (m, k), title=title_o), out_dir, "mma_tv_O_A"))
 
 
-def draw_bank_conflicts(cfg, reports, out_dir):
+def draw_bank_conflicts(cfg, reports, out_dir, kernel=None):
+    """Wavefronts per warp instruction of each report, swizzled and not; kernel: the title's name of the kernel
+    (default "<arch> <dtype> hdim<d>")."""
     import matplotlib.pyplot as plt
 
     names = [f"{r.access.name}\n{r.instruction} ({r.access.when})" for r in reports]
@@ -235,8 +237,8 @@ def draw_bank_conflicts(cfg, reports, out_dir):
     ax.set_xlim(0, max(un.max(), sw.max()) * 1.35)
     ax.set_xlabel("shared-memory wavefronts per warp instruction (black tick: conflict-free ideal)", fontsize=8)
     ax.legend(fontsize=8, loc="lower right")
-    ax.set_title(f"{cfg.arch} {cfg.dtype} hdim{cfg.head_dim}: predicted bank conflicts of every shared-memory "
-                 f"instruction", fontsize=9)
+    kernel = kernel or f"{cfg.arch} {cfg.dtype} hdim{cfg.head_dim}"
+    ax.set_title(f"{kernel}: predicted bank conflicts of every shared-memory instruction", fontsize=9)
     fig.tight_layout()
     return _save(fig, out_dir, "bank_conflicts")
 

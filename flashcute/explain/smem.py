@@ -107,6 +107,21 @@ SM90_ACCESSES = (
     SmemAccess("O regs->smem", "epilogue", "smem_tiled_copy_o", "D", "smem_layout_o"),
 )
 ACCESSES = {"sm80": SM80_ACCESSES, "sm90": SM90_ACCESSES}
+# csrc/sm80/bwd_mainloop.h and bwd_epilogue.h: every shared-memory copy of the SM80 backward (Q and dO share their
+# layout and copies, as do K and V, and P and dS).
+SM80_BWD_ACCESSES = (
+    SmemAccess("Q, dO gmem->smem", "per Q block", "gmem_tiled_copy_qkv", "D", "smem_layout_qdo"),
+    SmemAccess("K, V gmem->smem", "prologue", "gmem_tiled_copy_qkv", "D", "smem_layout_kv"),
+    SmemAccess("Q, dO smem->regs", "per Q block", "smem_tiled_copy_qdo", "S", "smem_layout_qdo"),
+    SmemAccess("K, V smem->regs", "per Q block", "smem_tiled_copy_kv", "S", "smem_layout_kv"),
+    SmemAccess("P, dS regs->smem", "per Q block", "smem_tiled_copy_pds", "D", "smem_layout_pds"),
+    SmemAccess("P^T, dS^T smem->regs", "per Q block", "smem_tiled_copy_pdst", "S", "smem_layout_pdst"),
+    SmemAccess("dO^T, Q^T smem->regs", "per Q block", "smem_tiled_copy_qdot", "S", "smem_layout_qdot"),
+    SmemAccess("dS smem->regs", "per Q block", "smem_tiled_copy_ds", "S", "smem_layout_pds"),
+    SmemAccess("K^T smem->regs", "per Q block", "smem_tiled_copy_kt", "S", "smem_layout_kt"),
+    SmemAccess("dK, dV regs->smem", "epilogue", "smem_tiled_copy_dkv", "D", "smem_layout_kv"),
+    SmemAccess("dK, dV smem->gmem", "epilogue", "gmem_tiled_copy", "S", "smem_layout_kv"),
+)
 NOT_MODELLED = {
     "sm80": (),
     "sm90": ("TMA loads of Q, K, V and the TMA store of O (the copy engine writes and reads whole swizzled lines)",
@@ -178,6 +193,7 @@ def smem_stage(layout):
     return layout(_, _, 0) if int(rank(layout)) == 3 else layout
 
 
-def kernel_access_reports(cfg):
-    return [access_report(cfg, a) for a in ACCESSES[cfg.arch]]
+def kernel_access_reports(cfg, accesses=None):
+    """One report per shared-memory copy of the kernel (default: the forward's of cfg.arch, ACCESSES)."""
+    return [access_report(cfg, a) for a in (ACCESSES[cfg.arch] if accesses is None else accesses)]
 

@@ -165,14 +165,14 @@ def main(argv=None):
                         help="the thread whose path is drawn (SM90: consumer thread, threadIdx.x - 128)")
     parser.add_argument("--pictures", default=None,
                         help=f"which to draw, comma-separated (default: all of {','.join(PICTURES)}; with --op bwd "
-                             f"{','.join(BWD_PICTURES)})")
+                             f"{','.join(BWD_PICTURES['sm90'])} (SM90), {','.join(BWD_PICTURES['sm80'])} (SM80))")
     parser.add_argument("-o", "--out", required=True, help="output folder")
     args = parser.parse_args(argv)
     if args.op == "decode" and args.seqlen_k is None:
         parser.error("--op decode needs --seqlen-k: the keys in the cache")
     if args.op != "decode" and (args.heads_kv is not None or args.page_size is not None or args.seqlen_new is not None):
         parser.error("--heads-kv, --page-size and --seqlen-new are for --op decode")
-    default_pictures = BWD_PICTURES if args.op == "bwd" else PICTURES
+    default_pictures = BWD_PICTURES[args.arch] if args.op == "bwd" else PICTURES
     pictures = [p for p in (args.pictures or ",".join(default_pictures)).split(",") if p]
     try:
         if args.op == "decode":
