@@ -99,6 +99,18 @@ class _Sm80CopyTraits(_ElementConfig):
         k = Int(self.block_k_smem)
         return composition(Swizzle(bits, 3, 3), Layout((Int(8), k), (k, Int(1))))
 
+    @property
+    def tile_shape_mnk(self):
+        return (Int(self.block_m), Int(self.block_n), Int(self.head_dim))
+
+    def _head_dim_rows(self, rows):
+        """(rows, head_dim) of the swizzled atom: Q (and dO), K and V buffers."""
+        return tile_to_shape(self.smem_layout_atom, (Int(rows), Int(self.head_dim)))
+
+    @cached_property
+    def smem_layout_kv(self):
+        return self._head_dim_rows(self.block_n)
+
     # SmemCopyAtom, SmemCopyAtomTransposed, SmemCopyAtomStore
     def smem_copy_atom(self):
         return copy_atom("SM75_U32x4_LDSM_N", self.element_type)
@@ -160,10 +172,6 @@ class Sm80Config(_Sm80CopyTraits):
         return self.n_warps // self.key_slices
 
     @property
-    def tile_shape_mnk(self):
-        return (Int(self.block_m), Int(self.block_n), Int(self.head_dim))
-
-    @property
     def kv_stages(self):
         """K/V buffers per operand: the SM80 kernel has one K and one V buffer."""
         return 1
@@ -171,11 +179,7 @@ class Sm80Config(_Sm80CopyTraits):
     # -- shared memory ---------------------------------------------------------------------
     @cached_property
     def smem_layout_q(self):
-        return tile_to_shape(self.smem_layout_atom, (Int(self.block_m), Int(self.head_dim)))
-
-    @cached_property
-    def smem_layout_kv(self):
-        return tile_to_shape(self.smem_layout_atom, (Int(self.block_n), Int(self.head_dim)))
+        return self._head_dim_rows(self.block_m)
 
     @cached_property
     def smem_layout_vt(self):
@@ -297,18 +301,10 @@ class Sm80BwdConfig(_Sm80CopyTraits):
 
     stages = 2  # Q/dO stages
 
-    @property
-    def tile_shape_mnk(self):
-        return (Int(self.block_m), Int(self.block_n), Int(self.head_dim))
-
     # -- shared memory ---------------------------------------------------------------------
     @cached_property
     def smem_layout_qdo(self):
-        return tile_to_shape(self.smem_layout_atom, (Int(self.block_m), Int(self.head_dim)))
-
-    @cached_property
-    def smem_layout_kv(self):
-        return tile_to_shape(self.smem_layout_atom, (Int(self.block_n), Int(self.head_dim)))
+        return self._head_dim_rows(self.block_m)
 
     @property
     def block_k_smem_pds(self):
