@@ -4,7 +4,7 @@
 //   kOneBuffer (the forward): one K buffer and one V buffer
 //     wait K(n) | issue V(n) | S = Q.K(n)^T, mask | wait V(n) | issue K(n-1) | softmax | O += P.V(n)
 //   kOneBufferKEarly (decode, bound by memory): K(n-1) is issued as soon as S(n) is done with K(n), before waiting
-//   for V(n), so two blocks are in flight for a while
+//   for V(n), so two blocks are in flight for a while; the first block's V is issued in the prologue
 //     wait K(n) | issue V(n) | S = Q.K(n)^T, mask | issue K(n-1) | wait V(n) | softmax | O += P.V(n)
 //   kTwoStages (decode where two stages of K and V fit): block n - 1 loads into one stage while block n is used
 //     wait K(n), V(n) | S = Q.K(n)^T, mask | softmax | O += P.V(n) | issue K(n-2), V(n-2) into n's stage
@@ -53,6 +53,9 @@ struct Mainloop {
   }
 
   static constexpr int kKVStages = kPipeline == KVPipeline::kTwoStages ? 2 : 1;
+  // kOneBufferKEarly: the prologue issues V(n) behind K(n), its buffer being free, so a CTA's first block does not
+  // wait a round trip for its V.
+  static constexpr bool kVInPrologue = kPipeline == KVPipeline::kOneBufferKEarly;
   static constexpr int kKVStageElems = 2 * Traits::kSmemKVElems;  // a K and a V buffer
   static constexpr int kSmemBytes = Traits::kSmemBytes + (kKVStages - 1) * kKVStageElems * sizeof(Element);
 
@@ -166,6 +169,11 @@ struct Mainloop {
       kv.template load<KVOperand::K, true>(gmem_tiled_copy_QKV, tKgK, n_block, tKsK, tKVcKV,
                                            seq.seqlen_k() - n_block * kBlockN, params.head_dim);
       cp_async_fence();
+      if constexpr (kVInPrologue) {
+        kv.template load<KVOperand::V, true>(gmem_tiled_copy_QKV, tVgV, n_block, tVsV, tKVcKV,
+                                             seq.seqlen_k() - n_block * kBlockN, params.head_dim);
+        cp_async_fence();
+      }
     }
 
     Tensor acc_o_rowcol = make_rowcol(acc_o);
@@ -186,13 +194,16 @@ struct Mainloop {
         __syncthreads();  // K(n) and V(n) landed
         if (has_after_next) { kv.fetch(n_block - 2); }
       } else {
-        cp_async_wait<0>();
+        constexpr bool kVIssued = kFirst && kVInPrologue;
+        cp_async_wait<kVIssued ? 1 : 0>();
         kv.template wait<KVOperand::K, kFirst>(n_block);
         __syncthreads();  // K(n) landed; every warp is done with V(n+1)
         // Only the first (last visible) block can be ragged: the rows of every later block are all in range.
-        kv.template load<KVOperand::V, kFirst>(gmem_tiled_copy_QKV, tVgV, n_block, tVsV, tKVcKV,
-                                               seq.seqlen_k() - n_block * kBlockN, params.head_dim);
-        cp_async_fence();
+        if constexpr (!kVIssued) {
+          kv.template load<KVOperand::V, kFirst>(gmem_tiled_copy_QKV, tVgV, n_block, tVsV, tKVcKV,
+                                                 seq.seqlen_k() - n_block * kBlockN, params.head_dim);
+          cp_async_fence();
+        }
         if (has_next) { kv.fetch(n_block - 1); }
       }
 
