@@ -9,13 +9,17 @@ copy test's read + write rate. flashcute's long-share plan runs lanes x (num_sms
   heads  lanes (K/V heads) x S shares per lane, a CTA reading its head's d columns of its share's rows, the lanes
          of a share side by side in the grid (flashcute's equal-shares order); S = num_sms // lanes is
          flashcute's grid
+  heads+tails  one CTA per SM: every lane's rows in num_sms // lanes equal shares of lanes / num_sms of all
+         rows, and the lanes' remaining last rows on the other SMs' CTAs (8 heads on 132 SMs: 128 shares of
+         1 / 16.5 of a lane's rows, then 4 CTAs each reading two lanes' last 1 / 33)
 
     python benchmarks/probe_decode_read_roof.py                       # bf16, d 64, 8 K/V heads, (1, 512k)
     python benchmarks/probe_decode_read_roof.py --head-dim 128 --heads-kv 32 --batch 8 --seqlen 128k
 
 If `rows` at num_sms CTAs reads as fast as cuDNN and `heads` at flashcute's grid as slowly as flashcute, the
-four idle SMs (or the head-slice reads) are the gap; if `heads` with num_sms // lanes shares matches `rows`,
-the gap is inside flashcute's kernel. Prints a table; GB/s count K + V once.
+four idle SMs (or the head-slice reads) are the gap, and `heads+tails` says what a plan using them would read;
+if `heads` at flashcute's grid matches `rows`, the gap is inside flashcute's kernel. Prints a table; GB/s
+count K + V once.
 """
 
 import argparse
@@ -40,22 +44,30 @@ def stream_kernel():
     import triton.language as tl
 
     @triton.jit
-    def stream(k_ptr, v_ptr, out_ptr, rows, row_stride, lanes, rows_per_share,
+    def stream(k_ptr, v_ptr, out_ptr, rows, row_stride, lanes, rows_per_share, main_ctas, tail_first, lanes_per_tail,
                COLS: tl.constexpr, BLOCK_ROWS: tl.constexpr):
-        # CTA pid reads rows [share * rows_per_share, ...) of lane `lane`'s COLS columns of K and V.
+        # CTA pid < main_ctas reads rows [share * rows_per_share, ...) of lane `lane`'s COLS columns of K and V; a
+        # CTA past them reads rows [tail_first, rows) of lanes_per_tail lanes, one after another.
         pid = tl.program_id(0)
-        lane = pid % lanes
-        share = pid // lanes
-        first = share * rows_per_share
-        last = tl.minimum(first + rows_per_share, rows)
+        if pid < main_ctas:
+            lane0 = pid % lanes
+            n_lanes = 1
+            first = (pid // lanes) * rows_per_share
+            last = tl.minimum(first + rows_per_share, rows)
+        else:
+            lane0 = (pid - main_ctas) * lanes_per_tail
+            n_lanes = lanes_per_tail
+            first = tail_first
+            last = rows
         cols = tl.arange(0, COLS)
         acc = tl.zeros([COLS], dtype=tl.float32)
-        for start in range(first, last, BLOCK_ROWS):
-            r = start + tl.arange(0, BLOCK_ROWS)
-            offsets = r[:, None].to(tl.int64) * row_stride + lane * COLS + cols[None, :]
-            mask = (r < last)[:, None]
-            acc += tl.sum(tl.load(k_ptr + offsets, mask=mask, other=0.0).to(tl.float32), axis=0)
-            acc += tl.sum(tl.load(v_ptr + offsets, mask=mask, other=0.0).to(tl.float32), axis=0)
+        for j in range(0, n_lanes):
+            for start in range(first, last, BLOCK_ROWS):
+                r = start + tl.arange(0, BLOCK_ROWS)
+                offsets = r[:, None].to(tl.int64) * row_stride + (lane0 + j) * COLS + cols[None, :]
+                mask = (r < last)[:, None]
+                acc += tl.sum(tl.load(k_ptr + offsets, mask=mask, other=0.0).to(tl.float32), axis=0)
+                acc += tl.sum(tl.load(v_ptr + offsets, mask=mask, other=0.0).to(tl.float32), axis=0)
         tl.store(out_ptr + pid * COLS + cols, acc)
 
     return stream
@@ -93,18 +105,26 @@ def main():
             lambda: F.scaled_dot_product_attention(qt, kt, vt, enable_gqa=hkv != args.heads_q)))))
 
     stream = stream_kernel()
-    grids = [("rows", 1, n) for n in (hkv * (sms // hkv), sms, 2 * sms)]
-    grids += [("heads", hkv, n) for n in sorted({sms // hkv, 2 * sms // hkv, -(-sms // hkv)})]
-    for mode, lanes, shares in grids:
+    # (mode, lanes, main CTAs' shares per lane, rows per share, tail CTAs)
+    grids = [("rows", 1, n, -(-rows // n), 0) for n in (hkv * (sms // hkv), sms, 2 * sms)]
+    grids += [("heads", hkv, n, -(-rows // n), 0) for n in sorted({sms // hkv, -(-sms // hkv), 2 * sms // hkv})]
+    tails = sms - hkv * (sms // hkv)
+    if tails and hkv % tails == 0:  # every SM one CTA: equal shares per lane, the lanes' last rows on the rest
+        grids.append(("heads+tails", hkv, sms // hkv, -(-rows * hkv // sms), tails))
+    for mode, lanes, shares, rows_per_share, tail_ctas in grids:
         cols = hkv * d if mode == "rows" else d
-        rows_per_share = -(-rows // shares)
-        out = torch.empty(lanes * shares * cols, device="cuda", dtype=torch.float32)
+        main_ctas = lanes * shares
+        ctas = main_ctas + tail_ctas
+        tail_first = min(rows, shares * rows_per_share)
+        out = torch.empty(ctas * cols, device="cuda", dtype=torch.float32)
+        block_rows = args.block_rows if mode != "rows" else max(1, args.block_rows * d // cols)
         for stages in map(int, args.stages.split(",")):
             def call():
-                stream[(lanes * shares,)](k, v, out, rows, hkv * d, lanes, rows_per_share, COLS=cols,
-                                          BLOCK_ROWS=args.block_rows if mode == "heads" else
-                                          max(1, args.block_rows * d // cols), num_stages=stages, num_warps=4)
-            results.append((mode, f"{lanes} x {shares} = {lanes * shares}", stages, gbps(measure(call))))
+                stream[(ctas,)](k, v, out, rows, hkv * d, lanes, rows_per_share, main_ctas, tail_first,
+                                lanes // max(tail_ctas, 1), COLS=cols, BLOCK_ROWS=block_rows, num_stages=stages,
+                                num_warps=4)
+            text = f"{lanes} x {shares}" + (f" + {tail_ctas}" if tail_ctas else "") + f" = {ctas}"
+            results.append((mode, text, stages, gbps(measure(call))))
 
     print(f"{torch.cuda.get_device_name()}, {sms} SMs; {args.dtype}, (b, s, hkv, d) = ({b}, {s}, {hkv}, {d}), "
           f"K + V {cache_bytes / 2**30:.2f} GiB")
