@@ -2,8 +2,10 @@
 
 On one H200 (s53) cuDNN read the long caches 1-1.5% faster than flashcute, (1, 512k) and (8, 128k), above the
 copy test's read + write rate. flashcute's long-share plan runs lanes x (num_sms // lanes) CTAs, one per SM:
-128 of 132 SMs for 8 or 32 K/V heads. This script streams the same cache with a Triton kernel that only reads
-(no attention), in the grids below, beside flashcute and torch SDPA's cuDNN backend on the same tensors:
+128 of 132 SMs for 8 or 32 K/V heads. This script streams the same cache with a kernel that only reads
+(probe_decode_read_roof.cu: 16-byte cp.async into shared memory, `--stages` blocks of K and V in flight per CTA, as
+the decode kernel's loads; no attention), in the grids below, beside flashcute and torch SDPA's cuDNN backend on the
+same tensors:
 
   rows   N CTAs, each reading whole rows (every head) of an equal share of the b * s rows: the read roof
   heads  lanes (K/V heads) x S shares per lane, a CTA reading its head's d columns of its share's rows, the lanes
@@ -23,6 +25,9 @@ count K + V once.
 """
 
 import argparse
+import ctypes
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -40,37 +45,21 @@ def length(text):
 
 
 def stream_kernel():
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def stream(k_ptr, v_ptr, out_ptr, rows, row_stride, lanes, rows_per_share, main_ctas, tail_first, lanes_per_tail,
-               COLS: tl.constexpr, BLOCK_ROWS: tl.constexpr):
-        # CTA pid < main_ctas reads rows [share * rows_per_share, ...) of lane `lane`'s COLS columns of K and V; a
-        # CTA past them reads rows [tail_first, rows) of lanes_per_tail lanes, one after another.
-        pid = tl.program_id(0)
-        if pid < main_ctas:
-            lane0 = pid % lanes
-            n_lanes = 1
-            first = (pid // lanes) * rows_per_share
-            last = tl.minimum(first + rows_per_share, rows)
-        else:
-            lane0 = (pid - main_ctas) * lanes_per_tail
-            n_lanes = lanes_per_tail
-            first = tail_first
-            last = rows
-        cols = tl.arange(0, COLS)
-        acc = tl.zeros([COLS], dtype=tl.float32)
-        for j in range(0, n_lanes):
-            for start in range(first, last, BLOCK_ROWS):
-                r = start + tl.arange(0, BLOCK_ROWS)
-                offsets = r[:, None].to(tl.int64) * row_stride + (lane0 + j) * COLS + cols[None, :]
-                mask = (r < last)[:, None]
-                acc += tl.sum(tl.load(k_ptr + offsets, mask=mask, other=0.0).to(tl.float32), axis=0)
-                acc += tl.sum(tl.load(v_ptr + offsets, mask=mask, other=0.0).to(tl.float32), axis=0)
-        tl.store(out_ptr + pid * COLS + cols, acc)
-
-    return stream
+    """probe_decode_read_roof.cu built with nvcc (sm_90a or the device's own arch) into a cache, through ctypes."""
+    major, minor = torch.cuda.get_device_capability()
+    arch = "sm_90a" if (major, minor) == (9, 0) else f"sm_{major}{minor}"
+    source = Path(__file__).with_suffix(".cu")
+    out_dir = Path(os.environ.get("FLASHCUTE_CACHE_DIR", Path.home() / ".cache" / "flashcute")) / "probes"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    library = out_dir / f"read_roof_{arch}.so"
+    if not library.exists() or library.stat().st_mtime < source.stat().st_mtime:
+        subprocess.run(["nvcc", "-O3", f"-arch={arch}", "-shared", "-Xcompiler", "-fPIC", "-o", str(library),
+                        str(source)], check=True)
+    lib = ctypes.CDLL(str(library))
+    i64, i32, ptr = ctypes.c_int64, ctypes.c_int, ctypes.c_void_p
+    lib.probe_stream.argtypes = [ptr, ptr, i64, i64, i32, i64, i32, i64, i32, i32, i32, i32, i32, ptr]
+    lib.probe_stream.restype = i32
+    return lib.probe_stream
 
 
 def main():
@@ -81,28 +70,33 @@ def main():
     parser.add_argument("--heads-q", type=int, default=32)
     parser.add_argument("--heads-kv", type=int, default=8)
     parser.add_argument("--head-dim", type=int, default=64)
-    parser.add_argument("--block-rows", type=int, default=128)
-    parser.add_argument("--stages", default="2,3,4", help="Triton num_stages to try per grid")
+    parser.add_argument("--stage-kib", type=int, default=32, help="K bytes of one stage per CTA (V's as many)")
+    parser.add_argument("--stages", default="2,3", help="stages in flight per CTA to try per grid")
+    parser.add_argument("--peers", default="flashcute,cudnn", help="of flashcute,cudnn: read beside the probe")
     args = parser.parse_args()
 
     dtype, b, s, hkv, d = DTYPES[args.dtype], args.batch, args.seqlen, args.heads_kv, args.head_dim
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    props = torch.cuda.get_device_properties(0)
+    sms, smem_per_cta = props.multi_processor_count, props.shared_memory_per_block_optin
     k = torch.randn(b, s, hkv, d, device="cuda", dtype=dtype)
     v = torch.randn_like(k)
     q = torch.randn(b, 1, args.heads_q, d, device="cuda", dtype=dtype)
     cache_bytes = 2 * k.numel() * k.element_size()
     gbps = lambda timing: cache_bytes / timing[0] / 1e6  # noqa: E731  (measure: median ms, peak MiB)
-    rows = b * s
+    rows, row_bytes, slice_bytes = b * s, hkv * d * k.element_size(), d * k.element_size()
     results = []
 
-    seqlens = torch.full((b,), s, device="cuda", dtype=torch.int32)
-    results.append(("flashcute", "-", "-", gbps(measure(lambda: flashcute.flash_attn_with_kvcache(
-        q, k, v, cache_seqlens=seqlens)))))
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
-    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-        results.append(("cudnn", "-", "-", gbps(measure(
-            lambda: F.scaled_dot_product_attention(qt, kt, vt, enable_gqa=hkv != args.heads_q)))))
+    peers = args.peers.split(",")
+    if "flashcute" in peers:
+        seqlens = torch.full((b,), s, device="cuda", dtype=torch.int32)
+        results.append(("flashcute", "-", "-", "-", gbps(measure(lambda: flashcute.flash_attn_with_kvcache(
+            q, k, v, cache_seqlens=seqlens)))))
+    if "cudnn" in peers:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            results.append(("cudnn", "-", "-", "-", gbps(measure(
+                lambda: F.scaled_dot_product_attention(qt, kt, vt, enable_gqa=hkv != args.heads_q)))))
 
     stream = stream_kernel()
     # (mode, lanes, main CTAs' shares per lane, rows per share, tail CTAs)
@@ -112,25 +106,30 @@ def main():
     if tails and hkv % tails == 0:  # every SM one CTA: equal shares per lane, the lanes' last rows on the rest
         grids.append(("heads+tails", hkv, sms // hkv, -(-rows * hkv // sms), tails))
     for mode, lanes, shares, rows_per_share, tail_ctas in grids:
-        cols = hkv * d if mode == "rows" else d
+        col_bytes = row_bytes if mode == "rows" else slice_bytes
+        block_rows = max(1, args.stage_kib * 1024 // col_bytes)
         main_ctas = lanes * shares
         ctas = main_ctas + tail_ctas
         tail_first = min(rows, shares * rows_per_share)
-        out = torch.empty(ctas * cols, device="cuda", dtype=torch.float32)
-        block_rows = args.block_rows if mode != "rows" else max(1, args.block_rows * d // cols)
         for stages in map(int, args.stages.split(",")):
+            if stages * 2 * block_rows * col_bytes > smem_per_cta:
+                continue
+
             def call():
-                stream[(ctas,)](k, v, out, rows, hkv * d, lanes, rows_per_share, main_ctas, tail_first,
-                                lanes // max(tail_ctas, 1), COLS=cols, BLOCK_ROWS=block_rows, num_stages=stages,
-                                num_warps=4)
+                err = stream(k.data_ptr(), v.data_ptr(), rows, row_bytes, lanes, rows_per_share, main_ctas,
+                             tail_first, lanes // max(tail_ctas, 1), col_bytes, block_rows, ctas, stages,
+                             torch.cuda.current_stream().cuda_stream)
+                if err:
+                    raise RuntimeError(f"probe_stream: error {err}")
             text = f"{lanes} x {shares}" + (f" + {tail_ctas}" if tail_ctas else "") + f" = {ctas}"
-            results.append((mode, text, stages, gbps(measure(call))))
+            in_flight = f"{stages} x {2 * block_rows * col_bytes // 1024} KiB"
+            results.append((mode, text, in_flight, f"{block_rows} x {col_bytes} B", gbps(measure(call))))
 
     print(f"{torch.cuda.get_device_name()}, {sms} SMs; {args.dtype}, (b, s, hkv, d) = ({b}, {s}, {hkv}, {d}), "
           f"K + V {cache_bytes / 2**30:.2f} GiB")
-    print("| reader | CTAs | stages | GB/s |\n|---|---|---|---|")
-    for name, ctas, stages, rate in results:
-        print(f"| {name} | {ctas} | {stages} | {rate:.0f} |")
+    print("| reader | CTAs | in flight per CTA | stage (rows x bytes, K and V each) | GB/s |\n|---|---|---|---|---|")
+    for name, ctas, in_flight, stage, rate in results:
+        print(f"| {name} | {ctas} | {in_flight} | {stage} | {rate:.0f} |")
 
 
 if __name__ == "__main__":
