@@ -26,6 +26,8 @@ import pytest
 import torch
 
 import flashcute
+from flashcute.explain import DEVICES, decode
+from flashcute.explain.occupancy import H200
 from reference import attention_ref
 
 HAS_CUDA = torch.cuda.is_available()
@@ -349,6 +351,29 @@ def test_long_caches(library, num_splits, page_size, seqlen_q, head_dim):
         seed = seed_for("kvcache-long", keys, num_splits, page_size, seqlen_q, head_dim)
         inputs = make_kvcache(lengths, seqlen_q, 1, 8, 2, head_dim, torch.bfloat16, capacity, page_size, seed=seed)
         check_kvcache(inputs, causal=True, num_splits=num_splits)
+
+
+@needs_cuda
+@pytest.mark.parametrize("heads_q, heads_kv", [(32, 8), (16, 16)])
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("page_size", [None, 64], ids=kind)
+@pytest.mark.parametrize("seqlen_new", [0, 1])
+def test_equal_shares_across_sequences(library, seqlen_new, page_size, head_dim, heads_q, heads_kv):
+    """Long caches over few lanes (a lane: a Q block of a K/V head): the plan cuts all sequences' blocks into equal
+    shares, one CTA per SM, which cross sequences (benchmarks/notes.md#d-decode-equal-shares): 8 lanes x 16 shares or
+    16 x 8 on 132 SMs. Ragged lengths and a sequence without keys; with seqlen_new, the split-KV kernel appends the
+    new key itself (a one-wave grid); 64-row pages go by TMA on Hopper."""
+    skip_unless_decode_built(torch.bfloat16, head_dim)
+    lengths, capacity = [70001, 0, 17, 9000], 70016
+    for device in (DEVICES["sm80"][-1], H200):  # the H100's and the H200's plans
+        plan = decode.decode_plan("bf16", head_dim, len(lengths), heads_q, heads_kv, 1, capacity, page_size, device,
+                                  seqlen_new)
+        assert (plan["equal_shares"], plan["grid_ctas"], plan["ctas_per_sm"]) == (True, 128, 1), plan
+        assert plan["blocks_per_share"] % plan["kv_blocks"] != 0 and plan["append"] in (None, "split-kv"), plan
+    seed = seed_for("kvcache-equal-shares", seqlen_new, page_size, head_dim, heads_q)
+    inputs = make_kvcache(lengths, 1, seqlen_new, heads_q, heads_kv, head_dim, torch.bfloat16, capacity, page_size,
+                          seed=seed)
+    check_kvcache(inputs, causal=True)
 
 
 @needs_cuda
