@@ -84,6 +84,9 @@ def main():
     cache_bytes = 2 * k.numel() * k.element_size()
     gbps = lambda timing: cache_bytes / timing[0] / 1e6  # noqa: E731  (measure: median ms, peak MiB)
     rows, row_bytes, slice_bytes = b * s, hkv * d * k.element_size(), d * k.element_size()
+    for name, size in (("a head's columns", slice_bytes), ("a cache row", row_bytes)):
+        if size % 16 or (size // 16) & (size // 16 - 1):
+            parser.error(f"the reader takes rows of a power of two of 16-byte vectors; {name} is {size} bytes")
     results = []
 
     peers = args.peers.split(",")
