@@ -86,6 +86,12 @@ def backward_call(impl, q, k, v, dout, causal):
     raise ValueError(f"unknown implementation {impl!r}; expected flashcute, fa4 or cudnn")
 
 
+def length(text):
+    """"512k" -> 524288, "2048" -> 2048."""
+    text = text.strip().lower()
+    return int(text[:-1]) * 1024 if text.endswith("k") else int(text)
+
+
 def csv(text, convert=str):
     return [convert(x) for x in text.split(",") if x]
 

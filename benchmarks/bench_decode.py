@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from _common import (DTYPES, RESULTS, csv, first_line, fmt, git_commit, measure, run_meta, versions,
+from _common import (DTYPES, RESULTS, csv, first_line, fmt, git_commit, length, measure, run_meta, versions,
                      write_results)
 import flashcute  # noqa: E402  (after _common, which puts this checkout first on sys.path)
 
@@ -49,12 +49,6 @@ LEFT_PADDED_RATIOS = [("flashcute", "flashcute_varlen"), ("flashcute", "copy")]
 RATIO_NAMES = {("flashcute_paged", "flashcute"): "paged/contiguous"}
 GIB = 2**30
 HEADROOM = 0.9, 2 * GIB  # a shape runs where its tensors fit in 90% of free memory less 2 GiB
-
-
-def length(text):
-    """"512k" -> 524288, "2048" -> 2048."""
-    text = text.strip().lower()
-    return int(text[:-1]) * 1024 if text.endswith("k") else int(text)
 
 
 def parse_shapes(text):

@@ -16,20 +16,21 @@ Prints a markdown table; GB/s count K + V once.
 
 import argparse
 import statistics
+import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
-import flashcute
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import length  # noqa: E402  (puts this checkout first on sys.path)
+
+import flashcute  # noqa: E402
 
 SHAPES = "1:512k:8:64,8:128k:8:64,8:128k:32:64,1:512k:8:128"  # b:sk:hkv:d
 FLUSH_BYTES = 256 * 2**20
-
-
-def length(text):
-    return int(text[:-1]) * 1024 if text.endswith("k") else int(text)
 
 
 def call_us(fn, flush, calls):

@@ -35,13 +35,9 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DTYPES, measure  # noqa: E402
+from _common import DTYPES, length, measure  # noqa: E402
 
 import flashcute  # noqa: E402
-
-
-def length(text):
-    return int(text[:-1]) * 1024 if text.endswith("k") else int(text)
 
 
 def stream_kernel():
