@@ -74,15 +74,15 @@ def main():
     dtype, b, s, hkv, d = DTYPES[args.dtype], args.batch, args.seqlen, args.heads_kv, args.head_dim
     props = torch.cuda.get_device_properties(0)
     sms, smem_per_cta = props.multi_processor_count, props.shared_memory_per_block_optin
+    rows, row_bytes, slice_bytes = b * s, hkv * d * dtype.itemsize, d * dtype.itemsize
+    for name, size in (("a head's columns", slice_bytes), ("a cache row", row_bytes)):
+        if size % 16 or (size // 16) & (size // 16 - 1):
+            parser.error(f"the reader takes rows of a power of two of 16-byte vectors; {name} is {size} bytes")
     k = torch.randn(b, s, hkv, d, device="cuda", dtype=dtype)
     v = torch.randn_like(k)
     q = torch.randn(b, 1, args.heads_q, d, device="cuda", dtype=dtype)
     cache_bytes = 2 * k.numel() * k.element_size()
     gbps = lambda timing: cache_bytes / timing[0] / 1e6  # noqa: E731  (measure: median ms, peak MiB)
-    rows, row_bytes, slice_bytes = b * s, hkv * d * k.element_size(), d * k.element_size()
-    for name, size in (("a head's columns", slice_bytes), ("a cache row", row_bytes)):
-        if size % 16 or (size // 16) & (size // 16 - 1):
-            parser.error(f"the reader takes rows of a power of two of 16-byte vectors; {name} is {size} bytes")
     results = []
 
     peers = args.peers.split(",")
