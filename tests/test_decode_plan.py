@@ -71,6 +71,17 @@ def test_equal_shares_equal_cxx():
     assert seen == {False, True}
 
 
+def test_waves_as_shares_equals_cxx():
+    cases = list(itertools.product(CTAS, (1, 4, 8, 32, 33, 200), (1, 2), NUM_SMS))
+    cxx = ask([f"waves {ctas} {lanes} {resident} {sms}" for ctas, lanes, resident, sms in cases])
+    seen = set()
+    for (ctas, lanes, resident, sms), answer in zip(cases, cxx):
+        mirror = int(decode.waves_as_shares(ctas, lanes, resident, sms))
+        assert [mirror] == answer, f"waves {ctas} {lanes} {resident} {sms}: C++ {answer}, mirror {mirror}"
+        seen.add(mirror)
+    assert seen == {0, 1}
+
+
 def test_kernel_shared_memory_equals_cxx():
     # Every shipped decode tile (64-row and key-split), each K/V layout, and a grid around the two-stage limit.
     shipped = {(cfg.smem_bytes, cfg.smem_kv_elems * cfg.element_bytes, cfg.block_n)
@@ -150,10 +161,17 @@ def test_plans_of_the_issue_shapes():
     assert p["blocks_per_share"] == 17 * 256 // 16 and 0.9 <= p["waves"] <= 1.0
     # Batch 17 at 4k keys: just past one wave, so each 4096-key share may split four ways (2048-key halves, 272 CTAs
     # on 264 slots, would leave the same thin tail): thirds; as equal shares, 16 of 34 blocks per K/V head. Batch 24
-    # (1.45 waves) stays whole.
+    # (1.45 waves) the split count leaves whole; its waves run as one wave of equal shares (1.5 sequences per CTA), as
+    # do MHA batch 8 at 128k (256 CTAs, 1.94 waves) and GQA batch 64 at 8k (512, 3.88); batch 66 at 8k (528 CTAs, four
+    # whole waves) and MHA batch 64 at 8k (2048, 15.5 waves) keep theirs.
     p = decode.decode_plan("bf16", 128, 17, 32, 8, 1, 4096, device=h100)
     assert (p["num_splits"], p["equal_shares"], p["grid_ctas"], p["ctas_per_sm"]) == (3, True, 128, 1)
-    assert decode.decode_plan("bf16", 128, 24, 32, 8, 1, 4096, device=h100)["num_splits"] == 1
+    for batch, heads_kv, keys, waves_as_shares in ((24, 8, 4096, True), (8, 32, 128 * 1024, True), (64, 8, 8192, True),
+                                                   (66, 8, 8192, False), (64, 32, 8192, False)):
+        p = decode.decode_plan("bf16", 128, batch, 32, heads_kv, 1, keys, device=h100)
+        assert (p["waves_as_shares"], p["equal_shares"], p["num_splits"] > 1) == (waves_as_shares,) * 3, p
+        assert p["grid_ctas"] == (128 if waves_as_shares else batch * heads_kv)
+        assert ("one wave of equal shares instead" in decode.decode_text(p)) == waves_as_shares
     # MHA batch 10 at 64k: 320 long shares fill 2.42 waves (last wave 0.42 full, 0.81 overall): two splits, as equal
     # shares of 2.5 sequences each over the 32 heads (4 x 32 CTAs).
     p = decode.decode_plan("bf16", 128, 10, 32, 32, 1, 64 * 1024, device=h100)
@@ -165,10 +183,10 @@ def test_plans_of_the_issue_shapes():
     p = decode.decode_plan("bf16", 64, 1, 32, 8, 16, 512 * 1024, device=h100)
     assert (p["tile"]["name"], p["equal_shares"]) == ("64-row", False) and p["num_splits"] > 1
     # A decoding step that appends a key per sequence: in a one-wave grid the split-KV kernel writes it (GQA batch 1 at
-    # 32k); a grid of more than two waves (batch 64 at 8k), the 64-row tile (16 queries) or more new rows than
+    # 32k); a grid of more than two waves (MHA batch 64 at 8k), the 64-row tile (16 queries) or more new rows than
     # queries keep the append kernel.
     assert decode.decode_plan("bf16", 128, 1, 32, 8, 1, 32 * 1024, device=h100, seqlen_new=1)["append"] == "split-kv"
-    assert decode.decode_plan("bf16", 128, 64, 32, 8, 1, 8192, device=h100, seqlen_new=1)["append"] == "append kernel"
+    assert decode.decode_plan("bf16", 128, 64, 32, 32, 1, 8192, device=h100, seqlen_new=1)["append"] == "append kernel"
     assert decode.decode_plan("bf16", 64, 16, 32, 8, 16, 32 * 1024, device=h100, seqlen_new=16)["append"] \
         == "append kernel"
     assert decode.decode_plan("bf16", 128, 1, 32, 8, 1, 32 * 1024, device=h100, seqlen_new=3)["append"] \

@@ -86,6 +86,13 @@ struct SplitKVKernel {
     params.num_splits = planned ? plan_num_splits(int64_t(lanes) * params.batch, n_blocks(params), Traits::kBlockN,
                                                   residency(params), params.num_sms)
                                 : std::min(params.num_splits, n_blocks(params));
+    // Waves of long unsplit CTAs run as one wave of equal shares instead: the plan splits (in two) for them.
+    if (kHasEqualShares && planned && params.num_splits == 1 && n_blocks(params) > 1 &&
+        plan_waves_as_shares(int64_t(lanes) * params.batch, lanes,
+                             split_kv_ctas_per_sm(residency(params), n_blocks(params), Traits::kBlockN, 1),
+                             params.num_sms)) {
+      params.num_splits = 2;
+    }
     int64_t const equal_shares = kHasEqualShares && planned && params.num_splits > 1
                                      ? plan_split_shares(int64_t(params.batch) * n_blocks(params), lanes,
                                                          Traits::kBlockN, residency(params), params.num_sms)

@@ -6,6 +6,7 @@
 //       ->  <kernel shared memory> <K/V stages of the tile's own pipeline>
 //   launch <smem_per_sm> <kernel_smem_bytes> <ctas_per_sm>   ->  <shared memory the CTA launches with>
 //   shares <layout> <num_sms> <block_n> <blocks> <lanes>   ->  <equal shares per lane, 0: none> <their ctas_per_sm>
+//   waves <ctas> <lanes> <ctas_per_sm> <num_sms>   ->  1 where an unsplit grid runs as one wave of equal shares
 //   append <key_split_tile 0|1> <m_blocks> <seqlen_new> <seqlen_q> <grid_ctas> <ctas_per_sm> <num_sms>
 //       ->  1 where the split-KV kernel copies the new rows itself, else 0
 //   memory <dram_gbps> <num_sms> <layout> <key_split_tile 0|1> <ctas_per_sm>
@@ -85,6 +86,13 @@ int main() {
       if (in >> layout_name >> num_sms >> block_n >> blocks >> lanes && parse_layout(layout_name, layout)) {
         long long const shares = plan::plan_split_shares(blocks, lanes, block_n, layout, num_sms);
         printf("%lld %d\n", shares, shares > 0 ? plan::shares_ctas_per_sm(layout, blocks, shares, block_n) : 0);
+        continue;
+      }
+    } else if (what == "waves") {
+      int lanes, ctas_per_sm, num_sms;
+      long long ctas;
+      if (in >> ctas >> lanes >> ctas_per_sm >> num_sms) {
+        printf("%d\n", int(plan::plan_waves_as_shares(ctas, lanes, ctas_per_sm, num_sms)));
         continue;
       }
     } else if (what == "launch") {

@@ -102,6 +102,16 @@ def plan_num_splits(ctas, n_blocks, block_n, layout, num_sms):
     return splits if resident == unsplit else choose_num_splits(ctas, n_blocks, num_sms, resident, cap, thin_tail)
 
 
+WAVES_AS_SHARES_MAX = 4  # kWavesAsSharesMax
+
+
+def waves_as_shares(ctas, lanes, resident, num_sms):
+    """plan_waves_as_shares: whether a grid the split count leaves whole runs as one wave of equal shares instead
+    (long shares alone on their SMs, more than one wave and at most four, the last one not full)."""
+    return (resident == 1 and lanes <= num_sms and num_sms < ctas <= WAVES_AS_SHARES_MAX * num_sms
+            and ctas % num_sms != 0)
+
+
 def split_shares(blocks, lanes, block_n, layout, num_sms):
     """plan_split_shares: the equal shares per lane (a Q block of a grouped head) of all sequences' blocks, one wave
     of one CTA per SM, where those shares are long; 0 where they would be short (the plan then splits uniformly)."""
@@ -166,13 +176,17 @@ def decode_plan(dtype, head_dim, batch, heads_q, heads_kv, seqlen_q, seqlen_k, p
     lanes = m_blocks * heads_kv
     ctas = lanes * batch
     splits = plan_num_splits(ctas, n_blocks, cfg.block_n, residency, device.num_sms)
+    # decode_launch.h SplitKVKernel::plan: waves of long unsplit CTAs run as one wave of equal shares (split in two).
+    unsplit_resident = split_ctas_per_sm(residency, n_blocks, cfg.block_n, 1)
+    waves_to_shares = (cfg is key_split_tile and splits == 1 and n_blocks > 1
+                       and waves_as_shares(ctas, lanes, unsplit_resident, device.num_sms))
+    splits = 2 if waves_to_shares else splits
     # decode_launch.h SplitKVKernel::plan: equal shares across sequences on the key-split tile, where they are long.
     equal_shares = (split_shares(batch * n_blocks, lanes, cfg.block_n, residency, device.num_sms)
                     if cfg is key_split_tile and splits > 1 else 0)
     equal = equal_shares > 0
     shares = equal_shares if equal else batch * splits
     resident = shares_ctas_per_sm(residency, batch * n_blocks, shares, cfg.block_n)
-    unsplit_resident = split_ctas_per_sm(residency, n_blocks, cfg.block_n, 1)
     kv_buffer = cfg.smem_kv_elems * cfg.element_bytes
     two_stages = two_stage_launch(layout, cfg is key_split_tile, resident, fast)
     used = kernel_smem_bytes(cfg.smem_bytes, kv_buffer, cfg.block_n, layout, two_stages)
@@ -191,7 +205,7 @@ def decode_plan(dtype, head_dim, batch, heads_q, heads_kv, seqlen_q, seqlen_k, p
         "group": group, "rows_per_kv_head": rows, "q_blocks": m_blocks,
         "row_packing": [{"row": r, "query": r // group, "head": r % group} for r in range(min(rows, cfg.block_m))],
         "layout": layout, "fast_memory": fast, "two_stage_launch": two_stages, "kv_blocks": n_blocks,
-        "ctas_unsplit": ctas, "num_splits": splits,
+        "ctas_unsplit": ctas, "num_splits": splits, "waves_as_shares": waves_to_shares,
         "blocks_per_split": blocks_per_split, "keys_per_split": blocks_per_split * cfg.block_n,
         "lanes": lanes, "equal_shares": equal, "shares_per_lane": shares, "blocks_per_share": blocks_per_share,
         "ctas_per_sm": resident, "unsplit_ctas_per_sm": unsplit_resident,
@@ -224,6 +238,9 @@ def _split_reason(p):
     fill = waves / math.ceil(waves) if waves else 0
     unsplit = (f"Unsplit, {p['ctas_unsplit']} CTAs at {resident} per SM would fill {waves:.2f} waves "
                f"({fill:.0%} of their slots)")
+    if p["waves_as_shares"]:
+        return (f"{unsplit}: each CTA streams its whole sequence alone on its SM, so the grid runs as one wave of "
+                f"equal shares instead, each CTA walking several sequences.")
     if p["num_splits"] == 1:
         if p["kv_blocks"] <= 1:
             return f"{unsplit}; {p['kv_blocks']} K/V block(s): nothing to split."
