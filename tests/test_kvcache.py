@@ -377,6 +377,24 @@ def test_equal_shares_across_sequences(library, seqlen_new, page_size, head_dim,
 
 
 @needs_cuda
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("page_size", [None, 64], ids=kind)
+def test_waves_run_as_equal_shares(library, page_size, head_dim):
+    """A grid of long unsplit CTAs in more than one wave (24 sequences x 8 K/V heads of a 4352-key cache: 192 CTAs
+    on 132 SMs) runs as one wave of equal shares, each CTA walking about 1.5 sequences (benchmarks/notes.md
+    #d-decode-waves-as-shares); ragged lengths, full, empty and one-key caches among them."""
+    skip_unless_decode_built(torch.bfloat16, head_dim)
+    capacity = 4352
+    lengths = [capacity, 0, 1, 17, 4097, 300] + [capacity - 37 * i for i in range(18)]
+    for device in (DEVICES["sm80"][-1], H200):
+        plan = decode.decode_plan("bf16", head_dim, len(lengths), 32, 8, 1, capacity, page_size, device)
+        assert (plan["waves_as_shares"], plan["equal_shares"], plan["grid_ctas"]) == (True, True, 128), plan
+    seed = seed_for("kvcache-waves", page_size, head_dim)
+    inputs = make_kvcache(lengths, 1, 0, 32, 8, head_dim, torch.bfloat16, capacity, page_size, seed=seed)
+    check_kvcache(inputs, causal=True)
+
+
+@needs_cuda
 @pytest.mark.parametrize("page_size", [None, 16], ids=kind)
 def test_rows_without_keys_are_zero_with_minus_inf_lse(library, page_size):
     # Causal, sq = 4, cache lengths 0, 2 and 5: query i of sequence b sees keys j <= i + L_b - 4.
