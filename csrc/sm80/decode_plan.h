@@ -139,13 +139,16 @@ inline int64_t plan_split_shares(int64_t blocks, int lanes, int block_n, KVLayou
 }
 // Whether a grid that the split count leaves whole (ctas CTAs, lanes of them per sequence) runs instead as one wave of
 // equal shares (the key-split tile, plan_split_shares): where its CTAs stream long shares alone on their SMs
-// (ctas_per_sm 1) in more than one wave and at most kWavesAsSharesMax, the last one not full. Equal shares then walk
-// several sequences per CTA in one wave, with no partial last wave, at the cost of partial results and the combine
+// (ctas_per_sm 1) in more than one wave and at most kWavesAsSharesMax, and the last wave leaves at least
+// 1 / kWavesAsSharesIdleParts of the grid's slots idle. Equal shares then walk several sequences per CTA in one wave,
+// at the cost of partial results and the combine, which a last wave nearly full does not repay
 // (benchmarks/notes.md#d-decode-waves-as-shares).
 constexpr int kWavesAsSharesMax = 4;
+constexpr int kWavesAsSharesIdleParts = 16;
 constexpr bool plan_waves_as_shares(int64_t ctas, int lanes, int ctas_per_sm, int num_sms) {
+  int64_t const slots = (ctas + num_sms - 1) / num_sms * num_sms;
   return ctas_per_sm == 1 && lanes <= num_sms && ctas > num_sms && ctas <= int64_t(kWavesAsSharesMax) * num_sms &&
-         ctas % num_sms != 0;
+         (slots - ctas) * kWavesAsSharesIdleParts >= slots;
 }
 // CTAs per SM of a grid whose lanes take `shares` shares of `blocks` blocks of block_n keys.
 constexpr int shares_ctas_per_sm(KVLayout layout, int64_t blocks, int64_t shares, int block_n) {

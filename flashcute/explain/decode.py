@@ -103,13 +103,16 @@ def plan_num_splits(ctas, n_blocks, block_n, layout, num_sms):
 
 
 WAVES_AS_SHARES_MAX = 4  # kWavesAsSharesMax
+WAVES_AS_SHARES_IDLE_PARTS = 16  # kWavesAsSharesIdleParts
 
 
 def waves_as_shares(ctas, lanes, resident, num_sms):
     """plan_waves_as_shares: whether a grid the split count leaves whole runs as one wave of equal shares instead
-    (long shares alone on their SMs, more than one wave and at most four, the last one not full)."""
+    (long shares alone on their SMs, more than one wave and at most four, the last one leaving at least 1/16 of the
+    grid's slots idle)."""
+    slots = -(-ctas // num_sms) * num_sms
     return (resident == 1 and lanes <= num_sms and num_sms < ctas <= WAVES_AS_SHARES_MAX * num_sms
-            and ctas % num_sms != 0)
+            and (slots - ctas) * WAVES_AS_SHARES_IDLE_PARTS >= slots)
 
 
 def split_shares(blocks, lanes, block_n, layout, num_sms):
