@@ -162,13 +162,15 @@ def test_plans_of_the_issue_shapes():
     # Batch 17 at 4k keys: just past one wave, so each 4096-key share may split four ways (2048-key halves, 272 CTAs
     # on 264 slots, would leave the same thin tail): thirds; as equal shares, 16 of 34 blocks per K/V head. Batch 24
     # (1.45 waves) the split count leaves whole; its waves run as one wave of equal shares (1.5 sequences per CTA), as
-    # do batch 30 at 32k (240 CTAs, 1.82 waves: 24 of 264 slots idle) and batch 61 at 8k (488, 3.70: 40 of 528).
+    # do batch 30 at 32k (240 CTAs, 1.82 waves: 24 of 264 slots idle) and batch 46 at 16k (368, 2.79: 28 of 396).
     # Grids whose last wave is nearly full keep their waves: MHA batch 8 at 128k (256, 1.94), GQA batch 64 at 8k
-    # (512, 3.88); and batch 66 at 8k (528, four whole waves) and MHA batch 64 at 8k (2048, 15.5 waves).
+    # (512, 3.88); so do grids of more than three waves, batch 61 at 8k (488, 3.70), and batch 66 at 8k (528, four
+    # whole waves) and MHA batch 64 at 8k (2048, 15.5 waves).
     p = decode.decode_plan("bf16", 128, 17, 32, 8, 1, 4096, device=h100)
     assert (p["num_splits"], p["equal_shares"], p["grid_ctas"], p["ctas_per_sm"]) == (3, True, 128, 1)
     for batch, heads_kv, keys, waves_as_shares in ((24, 8, 4096, True), (30, 8, 32 * 1024, True),
-                                                   (61, 8, 8192, True), (8, 32, 128 * 1024, False),
+                                                   (46, 8, 16 * 1024, True), (61, 8, 8192, False),
+                                                   (8, 32, 128 * 1024, False),
                                                    (64, 8, 8192, False), (66, 8, 8192, False),
                                                    (64, 32, 8192, False)):
         p = decode.decode_plan("bf16", 128, batch, 32, heads_kv, 1, keys, device=h100)

@@ -141,9 +141,9 @@ inline int64_t plan_split_shares(int64_t blocks, int lanes, int block_n, KVLayou
 // equal shares (the key-split tile, plan_split_shares): where its CTAs stream long shares alone on their SMs
 // (ctas_per_sm 1) in more than one wave and at most kWavesAsSharesMax, and the last wave leaves at least
 // 1 / kWavesAsSharesIdleParts of the grid's slots idle. Equal shares then walk several sequences per CTA in one wave,
-// at the cost of partial results and the combine, which a last wave nearly full does not repay
+// at the cost of partial results and the combine, which a last wave nearly full, or one of four, did not repay
 // (benchmarks/notes.md#d-decode-waves-as-shares).
-constexpr int kWavesAsSharesMax = 4;
+constexpr int kWavesAsSharesMax = 3;
 constexpr int kWavesAsSharesIdleParts = 16;
 constexpr bool plan_waves_as_shares(int64_t ctas, int lanes, int ctas_per_sm, int num_sms) {
   int64_t const slots = (ctas + num_sms - 1) / num_sms * num_sms;

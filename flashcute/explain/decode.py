@@ -102,13 +102,13 @@ def plan_num_splits(ctas, n_blocks, block_n, layout, num_sms):
     return splits if resident == unsplit else choose_num_splits(ctas, n_blocks, num_sms, resident, cap, thin_tail)
 
 
-WAVES_AS_SHARES_MAX = 4  # kWavesAsSharesMax
+WAVES_AS_SHARES_MAX = 3  # kWavesAsSharesMax
 WAVES_AS_SHARES_IDLE_PARTS = 16  # kWavesAsSharesIdleParts
 
 
 def waves_as_shares(ctas, lanes, resident, num_sms):
     """plan_waves_as_shares: whether a grid the split count leaves whole runs as one wave of equal shares instead
-    (long shares alone on their SMs, more than one wave and at most four, the last one leaving at least 1/16 of the
+    (long shares alone on their SMs, more than one wave and at most three, the last one leaving at least 1/16 of the
     grid's slots idle)."""
     slots = -(-ctas // num_sms) * num_sms
     return (resident == 1 and lanes <= num_sms and num_sms < ctas <= WAVES_AS_SHARES_MAX * num_sms
