@@ -11,12 +11,15 @@ than its split-KV kernel where it splits, cuDNN's 6-8 us longer than its main ke
     python benchmarks/probe_decode_kernels.py                       # the four shapes below
     python benchmarks/probe_decode_kernels.py --shapes 1:512k:8:64,8:128k:32:128   # b:sk:hkv:d, 32 query heads
 
-Prints a markdown table; GB/s count K + V once.
+Prints a markdown table; GB/s count K + V once. The last column is the main kernel's launch (grid, block, dynamic
+and static shared memory, registers) from the profiler's trace: the residency a peer chose.
 """
 
 import argparse
+import json
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -70,6 +73,25 @@ def kernel_timeline(fn, flush, calls):
             statistics.median(after_main))
 
 
+def launches(fn):
+    """{kernel's short name: its grid, block, shared memory and registers} in one profiled call, from the trace."""
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    with tempfile.NamedTemporaryFile(suffix=".json") as trace:
+        prof.export_chrome_trace(trace.name)
+        events = json.load(open(trace.name))["traceEvents"]
+    found = {}
+    for e in events:
+        args = e.get("args", {})
+        if e.get("cat") == "kernel" and "grid" in args:
+            grid = "x".join(str(g) for g in args["grid"])
+            block = "x".join(str(g) for g in args["block"])
+            found[short(e["name"])] = (f"grid {grid}, block {block}, {args.get('shared memory', '?')} B smem, "
+                                f"{args.get('registers per thread', '?')} regs")
+    return found
+
+
 def short(name):
     """A kernel's name without its template arguments."""
     name = name.removeprefix("void ")
@@ -84,8 +106,9 @@ def main():
 
     flush = torch.empty(FLUSH_BYTES, device="cuda", dtype=torch.int8)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}")
-    print("| shape (b, sk, hkv, d) | reader | call us (GB/s) | span us | after main kernel us | kernels (GPU us) |")
-    print("|---|---|---|---|---|---|")
+    print("| shape (b, sk, hkv, d) | reader | call us (GB/s) | span us | after main kernel us | kernels (GPU us) | "
+          "main kernel's launch |")
+    print("|---|---|---|---|---|---|---|")
     for text in args.shapes.split(","):
         b, sk, hkv, d = (length(x) for x in text.split(":"))
         k = torch.randn(b, sk, hkv, d, device="cuda", dtype=torch.bfloat16)
@@ -105,8 +128,10 @@ def main():
             kernels, span, after = kernel_timeline(fn, flush, args.calls)
             gbps = 2 * k.numel() * k.element_size() / us / 1e3
             listed = "; ".join(f"{short(n)} {t:.1f}" for n, t in sorted(kernels.items(), key=lambda kv: -kv[1]))
+            main_kernel = max(kernels, key=kernels.get)
+            launch = launches(fn).get(short(main_kernel), "?")
             print(f"| ({b}, {text.split(':')[1]}, {hkv}, {d}) | {name} | {us:.1f} ({gbps:.0f}) | {span:.1f} | "
-                  f"{after:.1f} | {listed} |")
+                  f"{after:.1f} | {listed} | {launch} |")
 
 
 if __name__ == "__main__":
