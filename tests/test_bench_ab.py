@@ -1,5 +1,5 @@
 """benchmarks/bench_ab.py's report, with the timing processes replaced by fixed times (no GPU needed): one B, or
-several B checkouts each compared with A."""
+several B checkouts each compared with A; and decode_ab.py's table over bench_decode.py runs written by hand."""
 
 import json
 import sys
@@ -50,3 +50,34 @@ def test_results_of_one_minute_do_not_overwrite_each_other(tmp_path):
     written = sorted(p.read_text().split("\n\n", 1)[1] for p in tmp_path.glob("*.md"))
     assert written == ["first", "second", "third"]
     assert len(list(tmp_path.glob("*.json"))) == 3
+
+
+def decode_run(directory, gbps, paged, cudnn, short=0.5):
+    """A bench_decode.py JSON of two shapes: flashcute gbps, paged, cuDNN at (1, 512k), times `short` at (24, 4k)."""
+    directory.mkdir()
+    rows = [{"dtype": "bfloat16", "d": 64, "heads": "gqa", "b": b, "sq": 1, "sk": sk,
+             "gbps": {"flashcute": gbps * f, "flashcute_paged": paged * f, "cudnn": cudnn * f}}
+            for b, sk, f in ((1, 524288, 1.0), (24, 4096, short))]
+    (directory / "decode_2026-11-29_0000_Fake.json").write_text(json.dumps(
+        {"device": "Fake GPU", "commit": f"commit-{directory.name}", "date": "2026-11-29_0000", "rows": rows}))
+    return str(directory)
+
+
+def test_decode_ab_table(tmp_path, capsys):
+    import decode_ab
+
+    a = [decode_run(tmp_path / "A1", 4000, 3800, 4100), decode_run(tmp_path / "A2", 4400, 4200, 4100)]
+    b = [decode_run(tmp_path / "B1", 4620, 4400, 4100, 0.45), decode_run(tmp_path / "B2", 4620, 4400, 4100, 0.45)]
+    out = tmp_path / "ab.md"
+    decode_ab.main(["--a", ",".join(a), "--b", ",".join(b), "--out", str(out)])
+    text = out.read_text()
+    assert text == capsys.readouterr().out
+    assert "A: commit-A1, 2026-11-29_0000; commit-A2, 2026-11-29_0000" in text
+    # (1, 512k): A's mean 4200 (spread 1.1), B's 4620: 1.1; paged 4400 / 4000; cuDNN 4100 in every run.
+    assert "| bf16 d64 gqa b1 sq1 512k | 4000 / 4400 | 1.100 | 4620 / 4620 | 1.100 | 1.100 | 4100 | 1.024 | 1.127 |" \
+        in text
+    # (24, 4k): A 2100, B 2079 (0.99); paged 1980 / 2000; cuDNN 0.5 x 4100 in A's runs, 0.45 x in B's: 1947.5.
+    assert "| bf16 d64 gqa b24 sq1 4k | 2000 / 2200 | 1.100 | 2079 / 2079 | 0.990 | 0.990 | 1948 | 1.078 | 1.068 |" \
+        in text
+    assert "B / A (contiguous): 0.990 (bf16 d64 gqa b24 sq1 4k) to 1.100 (bf16 d64 gqa b1 sq1 512k) over 2 shapes" \
+        in text
