@@ -95,9 +95,9 @@ def main(argv=None):
     parser.add_argument("--b", action="append", required=True, help="a B's runs (repeat for B, C, ...)")
     parser.add_argument("--out", help="also write the table to this markdown file")
     args = parser.parse_args(argv)
-    labels = ["A", "B", "C", "D", "E", "F"][:1 + len(args.b)]
-    if len(labels) < 1 + len(args.b):
+    if len(args.b) > 5:
         parser.error("at most five B sides")
+    labels = "ABCDEF"[:1 + len(args.b)]
     sides, heads, devices = [], [], set()
     for label, paths in zip(labels, [args.a] + args.b):
         loaded = [load(p) for p in paths.split(",") if p]
